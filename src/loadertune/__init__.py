@@ -1,0 +1,36 @@
+"""loadertune: find the fastest PyTorch DataLoader settings, measured end to end.
+
+Public API, imported lazily so ``import loadertune`` stays cheap::
+
+    from loadertune import build_dataloader, run_trial, TrialResult
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["ConfigError", "LoaderConfig", "TrialResult", "build_dataloader", "run_trial"]
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from loadertune.config import LoaderConfig
+    from loadertune.errors import ConfigError
+    from loadertune.loader import build_dataloader
+    from loadertune.result import TrialResult
+    from loadertune.trial import run_trial
+
+_WHERE = {
+    "ConfigError": "loadertune.errors",
+    "LoaderConfig": "loadertune.config",
+    "TrialResult": "loadertune.result",
+    "build_dataloader": "loadertune.loader",
+    "run_trial": "loadertune.trial",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'loadertune' has no attribute {name!r}")

@@ -1,0 +1,248 @@
+"""Typed configuration for one trial, converted once from Hydra's config at the boundary.
+
+The YAML files in ``conf/`` are plain; these dataclasses are their schema. The entry point
+converts the composed config with :func:`to_run_config`, which turns every type error, unknown
+key and missing value into a :class:`~loadertune.errors.ConfigError` naming the full key, so a
+person sees one line instead of a traceback. Inside the package only these objects travel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from loadertune.errors import ConfigError
+
+START_METHODS = ("fork", "spawn", "forkserver")
+
+
+@dataclass
+class LoaderConfig:
+    """The DataLoader settings under test; the same keys a training script passes on."""
+
+    batch_size: int | None = 32
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    multiprocessing_context: str | None = None
+    shuffle: bool = True
+    drop_last: bool = True
+    non_blocking: bool = True
+
+
+@dataclass
+class TrialConfig:
+    """How one configuration is measured."""
+
+    warmup_steps: int = 5
+    steps: int = 40
+    device: str = "auto"
+    time_limit_s: float = 300.0
+    sample_hz: float = 20.0
+    seed: int = 0
+    torch_threads: int | None = None
+
+
+@dataclass
+class TrackingConfig:
+    """Where the MLflow record goes."""
+
+    enabled: bool = True
+    tracking_uri: str | None = None
+    experiment: str = "loadertune"
+    run_name: str | None = None
+
+
+@dataclass
+class PathsConfig:
+    """Where loadertune writes: run directories, databases and dataset caches."""
+
+    output_root: str = "outputs"
+    dataset_cache: str = "outputs/datasets"
+
+
+@dataclass
+class StorageConfig:
+    """Where the dataset's bytes live while a trial reads them."""
+
+    name: str = "local"
+
+
+@dataclass
+class SyntheticImagesConfig:
+    """A generated ImageFolder of JPEG files, cached under ``paths.dataset_cache``."""
+
+    name: str = "synthetic_images"
+    count: int = 2048
+    image_size: int = 128
+    crop_size: int = 112
+    quality: int = 90
+    num_classes: int = 10
+    seed: int = 0
+
+
+@dataclass
+class ImageFolderConfig:
+    """A user's own folder of JPEG/PNG images in ImageFolder layout (``root/<class>/<file>``)."""
+
+    name: str = "image_folder"
+    root: str = MISSING
+    crop_size: int = 224
+
+
+@dataclass
+class CustomDatasetConfig:
+    """A user's own ``torch.utils.data.Dataset`` class, built with keyword arguments."""
+
+    name: str = "custom"
+    target: str = MISSING
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+DatasetConfig = SyntheticImagesConfig | ImageFolderConfig | CustomDatasetConfig
+
+
+@dataclass
+class SimulatedModelConfig:
+    """An accelerator step of ``step_ms`` that holds no CPU (a sleep), for planning GPU runs."""
+
+    name: str = "simulated"
+    step_ms: float = 20.0
+
+
+@dataclass
+class MLPConfig:
+    """A multi-layer perceptron over the flattened sample, trained with SGD."""
+
+    name: str = "mlp"
+    hidden: int = 256
+    layers: int = 2
+    lr: float = 0.01
+
+
+@dataclass
+class SmallCNNConfig:
+    """A small convolutional network for image samples, trained with SGD."""
+
+    name: str = "small_cnn"
+    channels: int = 16
+    lr: float = 0.01
+
+
+ModelConfig = SimulatedModelConfig | MLPConfig | SmallCNNConfig
+
+
+@dataclass
+class RunConfig:
+    """Everything one trial needs, typed."""
+
+    dataset: DatasetConfig
+    model: ModelConfig
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+    trial: TrialConfig = field(default_factory=TrialConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+
+
+DATASETS: dict[str, type[Any]] = {
+    "synthetic_images": SyntheticImagesConfig,
+    "image_folder": ImageFolderConfig,
+    "custom": CustomDatasetConfig,
+}
+MODELS: dict[str, type[Any]] = {
+    "simulated": SimulatedModelConfig,
+    "mlp": MLPConfig,
+    "small_cnn": SmallCNNConfig,
+}
+STORAGES: dict[str, type[Any]] = {"local": StorageConfig}
+
+
+def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
+    """Convert a composed config (Hydra's, or a plain mapping) into a typed :class:`RunConfig`.
+
+    Raises:
+        ConfigError: naming the full key of the first value that does not fit its schema.
+    """
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+    try:
+        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "config"
+        problem = str(exc).splitlines()[0].rstrip(".")
+        raise ConfigError(key, None, problem, "fix the interpolation or set a value") from None
+    sections = {k: node.get(k) for k in ("dataset", "model", "storage")}
+    for key in sections:
+        if sections[key] is None:
+            raise ConfigError(key, None, "is missing", f"choose one, e.g. {key}=<name>")
+    dataset = _dataset_config(sections["dataset"])
+    model = _variant("model", sections["model"], MODELS)
+    storage = _variant("storage", sections["storage"], STORAGES)
+    simple = {
+        "loader": LoaderConfig,
+        "trial": TrialConfig,
+        "tracking": TrackingConfig,
+        "paths": PathsConfig,
+    }
+    parts = {k: _structured(k, schema, node.get(k, {})) for k, schema in simple.items()}
+    return RunConfig(dataset=dataset, model=model, storage=storage, **parts)
+
+
+def _variant(group: str, node: Any, options: Mapping[str, type[Any]]) -> Any:
+    name = node.get("name") if isinstance(node, DictConfig) else None
+    if name not in options:
+        known = ", ".join(sorted(options))
+        raise ConfigError(f"{group}.name", name, f"is not a known {group}", f"use one of {known}")
+    return _structured(group, options[name], node)
+
+
+def _dataset_config(node: Any) -> DatasetConfig:
+    if isinstance(node, DictConfig) and node.get("name") == "custom":
+        container = OmegaConf.to_container(node, resolve=True)
+        assert isinstance(container, dict)
+        target = container.pop("_target_", None)
+        container.pop("name", None)
+        if not isinstance(target, str) or target in ("", "???"):
+            raise ConfigError(
+                "dataset._target_",
+                target,
+                "is not set",
+                "name your Dataset class, e.g. dataset._target_=my_pkg.data.MyDataset",
+            )
+        return CustomDatasetConfig(target=target, kwargs={str(k): v for k, v in container.items()})
+    result: DatasetConfig = _variant("dataset", node, DATASETS)
+    return result
+
+
+def _structured(key: str, schema: type[Any], node: Any) -> Any:
+    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        sub = getattr(exc, "full_key", None) or ""
+        full = f"{key}.{sub}" if sub else key
+        problem = str(exc).splitlines()[0].rstrip(".")
+        if "Missing mandatory value" in problem:
+            return_fix = f"set it, e.g. {full}=<value>"
+            problem = "is required"
+        elif "not in" in problem:
+            known = ", ".join(f.name for f in dataclasses.fields(schema))
+            return_fix = f"remove it or use one of the known keys: {known}"
+            problem = "is not a known key"
+        else:
+            return_fix = f"give {full} a value of the documented type (see conf/ for its range)"
+        value = getattr(exc, "value", None)
+        raise ConfigError(full, value, problem, return_fix) from None
+
+
+def resolve_path(path: str) -> Path:
+    """An absolute path: Hydra may change the working directory per job."""
+    return Path(path).expanduser().resolve()

@@ -1,0 +1,89 @@
+"""What a person sees in the terminal: a progress bar while steps run, then one summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from loadertune.config import RunConfig
+
+if TYPE_CHECKING:
+    from loadertune.result import TrialResult
+    from loadertune.timing import StepRecord
+    from loadertune.trial import StepCallback
+
+console = Console(stderr=True)
+
+
+@contextmanager
+def step_progress(config: RunConfig) -> Iterator[StepCallback]:
+    """A progress bar over warm-up and timed steps; yields the ``on_step`` callback."""
+    total = config.trial.warmup_steps + config.trial.steps
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("warm-up", total=total)
+
+        def on_step(record: StepRecord, timed: bool) -> None:
+            progress.update(task, advance=1, description="timed steps" if timed else "warm-up")
+
+        yield on_step
+
+
+def loader_line(result: TrialResult) -> str:
+    """The effective loader settings in one line."""
+    lc = result.effective_loader
+    parts = [f"batch_size={lc.batch_size}", f"num_workers={lc.num_workers}"]
+    if lc.num_workers:
+        parts += [
+            f"prefetch_factor={lc.prefetch_factor or 2}",
+            f"persistent_workers={lc.persistent_workers}",
+            f"start={result.start_method}",
+        ]
+    parts.append(f"pin_memory={lc.pin_memory}")
+    return " ".join(parts)
+
+
+def summary_table(config: RunConfig, result: TrialResult) -> Table:
+    """The trial's figures, at a glance."""
+    s = result.summary
+    table = Table(title="loadertune trial", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("workload", f"dataset={config.dataset.name} storage={config.storage.name} "
+         f"model={config.model.name} device={result.device}"),
+        ("loader", loader_line(result)),
+        ("time per sample", f"{s.time_per_sample_ms:.3f} ms  (objective, lower is better)"),
+        ("samples/s", f"{s.samples_per_s:,.0f}"),
+        ("step p50 / p90", f"{s.step_time_ms_p50:.1f} / {s.step_time_ms_p90:.1f} ms"),
+        ("waiting for data", f"{s.data_wait_fraction:.0%} of the timed window "
+         f"(p50 {s.data_wait_ms_p50:.1f} ms a step)"),
+        ("copy / compute", f"{s.copy_ms_mean:.2f} / {s.compute_ms_mean:.1f} ms a step (mean)"),
+        ("first batch", f"{result.first_batch_s:.2f} s (worker start-up, not timed)"),
+        ("CPU", f"{result.cpu_percent_mean:.0f}% of one core (main + workers, mean), "
+         f"{result.machine['usable_cpus']} usable CPUs"),
+        ("memory", f"{result.peak_memory_mb:,.0f} MB peak ({result.memory_metric.upper()}, "
+         "main + workers)"),
+        ("timed window", f"{s.steps} steps, {s.samples} samples, {s.window_s:.2f} s"
+         + (" (stopped by trial.time_limit_s)" if result.truncated else "")),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    for warning in result.warnings:
+        table.add_row("[yellow]warning", warning)
+    return table
+
+
+def print_summary(config: RunConfig, result: TrialResult) -> None:
+    """Print the summary table to the terminal (stdout)."""
+    Console().print(summary_table(config, result))

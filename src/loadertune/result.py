@@ -1,0 +1,80 @@
+"""What one trial measured: typed, plain data, independent of how it is recorded."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loadertune.config import LoaderConfig
+from loadertune.monitor import ResourceSample
+from loadertune.timing import StepRecord, TimingSummary
+
+OBJECTIVE = "time_per_sample_ms"
+
+
+@dataclass
+class TrialResult:
+    """One DataLoader configuration measured end to end.
+
+    Attributes:
+        summary: the timed window's figures (the objective is ``time_per_sample_ms``).
+        steps: every timed step, in order (warm-up steps excluded).
+        resources: process-tree samples over the whole trial.
+        first_batch_s: from creating the iterator to the first batch (worker start-up).
+        effective_loader: the settings that took effect (``pin_memory`` is off without an
+            accelerator, whatever was asked).
+        device: where batches went. start_method: how workers were started.
+        epochs: iterators created (more than one when the window spans epochs).
+        truncated: the time limit stopped the timed window early.
+        warnings: warnings PyTorch raised while the loader ran (e.g. too many workers).
+        machine: host, CPUs, memory, torch, GPU.
+    """
+
+    summary: TimingSummary
+    steps: list[StepRecord]
+    resources: list[ResourceSample]
+    first_batch_s: float
+    peak_memory_mb: float
+    cpu_percent_mean: float
+    memory_metric: str
+    effective_loader: LoaderConfig
+    device: str
+    start_method: str
+    epochs: int
+    truncated: bool
+    machine: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    window_start: float = 0.0
+
+    @property
+    def objective(self) -> float:
+        """Time per sample in milliseconds: lower is better."""
+        return self.summary.time_per_sample_ms
+
+    def metrics(self) -> dict[str, float]:
+        """The summary metrics under their documented names."""
+        s = self.summary
+        return {
+            "time_per_sample_ms": s.time_per_sample_ms,
+            "samples_per_s": s.samples_per_s,
+            "step_time_ms_p50": s.step_time_ms_p50,
+            "step_time_ms_p90": s.step_time_ms_p90,
+            "step_time_ms_p99": s.step_time_ms_p99,
+            "data_wait_ms_p50": s.data_wait_ms_p50,
+            "data_wait_ms_p90": s.data_wait_ms_p90,
+            "data_wait_fraction": s.data_wait_fraction,
+            "copy_ms_mean": s.copy_ms_mean,
+            "compute_ms_mean": s.compute_ms_mean,
+            "first_batch_s": self.first_batch_s,
+            "peak_memory_mb": self.peak_memory_mb,
+            "cpu_percent_mean": self.cpu_percent_mean,
+            "timed_steps": float(s.steps),
+            "timed_samples": float(s.samples),
+            "window_s": s.window_s,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready data."""
+        data = asdict(self)
+        data["metrics"] = self.metrics()
+        return data

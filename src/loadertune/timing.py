@@ -1,0 +1,115 @@
+"""Per-step timing and the summary that becomes a trial's objective.
+
+A step is: wait for the batch, copy it to the device, run the model step. The objective is the
+timed window's wall time over the samples it delivered (time per sample), not a median of step
+times: with several workers batches arrive in bursts, and a median step hides the waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's phases, in seconds, and the samples its batch held."""
+
+    index: int
+    start: float
+    wait_s: float
+    copy_s: float
+    compute_s: float
+    end: float
+    samples: int
+
+    @property
+    def step_s(self) -> float:
+        """Wall time of the whole step: wait + copy + compute."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class TimingSummary:
+    """The timed window in the units loadertune reports (milliseconds unless named)."""
+
+    steps: int
+    samples: int
+    window_s: float
+    time_per_sample_ms: float
+    samples_per_s: float
+    step_time_ms_p50: float
+    step_time_ms_p90: float
+    step_time_ms_p99: float
+    data_wait_ms_p50: float
+    data_wait_ms_p90: float
+    data_wait_fraction: float
+    copy_ms_mean: float
+    compute_ms_mean: float
+
+
+class StepTimer:
+    """Marks the phases of each step with an injectable clock (a fake one in tests)."""
+
+    def __init__(self, clock: Clock = time.perf_counter) -> None:
+        self.clock = clock
+        self.records: list[StepRecord] = []
+        self._marks: list[float] = []
+
+    def start(self) -> None:
+        """The step begins: about to ask the loader for a batch."""
+        self._marks = [self.clock()]
+
+    def batch_ready(self) -> None:
+        """The batch arrived from the loader."""
+        self._marks.append(self.clock())
+
+    def copied(self) -> None:
+        """The batch is on the device (synchronised for an accelerator)."""
+        self._marks.append(self.clock())
+
+    def stepped(self, samples: int) -> StepRecord:
+        """The model step finished; record and return the step."""
+        start, ready, copied = self._marks
+        end = self.clock()
+        record = StepRecord(
+            index=len(self.records),
+            start=start,
+            wait_s=ready - start,
+            copy_s=copied - ready,
+            compute_s=end - copied,
+            end=end,
+            samples=samples,
+        )
+        self.records.append(record)
+        return record
+
+
+def summarize(records: Sequence[StepRecord]) -> TimingSummary:
+    """Summarise a timed window: from the first step's start to the last step's end."""
+    if not records:
+        raise ValueError("no timed steps to summarise")
+    window = records[-1].end - records[0].start
+    samples = sum(r.samples for r in records)
+    step_ms = np.array([r.step_s for r in records]) * 1000.0
+    wait_ms = np.array([r.wait_s for r in records]) * 1000.0
+    return TimingSummary(
+        steps=len(records),
+        samples=samples,
+        window_s=window,
+        time_per_sample_ms=window * 1000.0 / samples,
+        samples_per_s=samples / window if window > 0 else float("inf"),
+        step_time_ms_p50=float(np.percentile(step_ms, 50)),
+        step_time_ms_p90=float(np.percentile(step_ms, 90)),
+        step_time_ms_p99=float(np.percentile(step_ms, 99)),
+        data_wait_ms_p50=float(np.percentile(wait_ms, 50)),
+        data_wait_ms_p90=float(np.percentile(wait_ms, 90)),
+        data_wait_fraction=float(wait_ms.sum() / 1000.0 / window) if window > 0 else 0.0,
+        copy_ms_mean=float(np.mean([r.copy_s for r in records]) * 1000.0),
+        compute_ms_mean=float(np.mean([r.compute_s for r in records]) * 1000.0),
+    )

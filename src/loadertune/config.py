@@ -171,9 +171,10 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     Raises:
         ConfigError: naming the full key of the first value that does not fit its schema.
     """
-    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+    raw = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
     try:
-        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+        node = OmegaConf.create(OmegaConf.to_container(raw, resolve=True))
+        assert isinstance(node, DictConfig)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "config"
         problem = str(exc).splitlines()[0].rstrip(".")
@@ -197,7 +198,7 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
 
 def _variant(group: str, node: Any, options: Mapping[str, type[Any]]) -> Any:
     name = node.get("name") if isinstance(node, DictConfig) else None
-    if name not in options:
+    if not isinstance(name, str) or name not in options:
         known = ", ".join(sorted(options))
         raise ConfigError(f"{group}.name", name, f"is not a known {group}", f"use one of {known}")
     return _structured(group, options[name], node)
@@ -230,16 +231,23 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
         sub = getattr(exc, "full_key", None) or ""
         full = f"{key}.{sub}" if sub else key
         problem = str(exc).splitlines()[0].rstrip(".")
-        if "Missing mandatory value" in problem:
+        if "missing mandatory value" in problem.lower():
             return_fix = f"set it, e.g. {full}=<value>"
             problem = "is required"
+            exc.value = "???"
         elif "not in" in problem:
             known = ", ".join(f.name for f in dataclasses.fields(schema))
             return_fix = f"remove it or use one of the known keys: {known}"
             problem = "is not a known key"
         else:
-            return_fix = f"give {full} a value of the documented type (see conf/ for its range)"
+            kinds = {f.name: f.type for f in dataclasses.fields(schema)}
+            kind = str(kinds.get(sub.split(".")[0], "the documented type")).replace(" | None", "")
+            problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
+            problem += f" is not of type {kind}"
+            return_fix = f"give {full} a value of type {kind} (see the comments in conf/{key}/)"
         value = getattr(exc, "value", None)
+        if isinstance(node, DictConfig) and sub and value is None:
+            value = OmegaConf.select(node, sub, throw_on_missing=False)
         raise ConfigError(full, value, problem, return_fix) from None
 
 

@@ -45,9 +45,7 @@ def effective_settings(
     loader = loader_config(cfg)
     validate_loader(loader)
     pin = loader.pin_memory and accelerator_available(device)
-    return dataclasses.replace(
-        loader, pin_memory=pin, non_blocking=loader.non_blocking and pin
-    )
+    return dataclasses.replace(loader, pin_memory=pin, non_blocking=loader.non_blocking and pin)
 
 
 def dataloader_kwargs(loader: LoaderConfig) -> dict[str, Any]:

@@ -46,7 +46,8 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "default_start_method": mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0],
+        "default_start_method": mp.get_start_method(allow_none=True)
+        or mp.get_all_start_methods()[0],
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
     return info

@@ -84,7 +84,7 @@ class _RealStep:
             loss = F.cross_entropy(out, targets.long() % self.num_classes)
         else:
             loss = out.float().square().mean()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         self.optimizer.step()
 
 

@@ -7,6 +7,7 @@ CPU is the tree's CPU time over wall time, in percent of one core.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -27,7 +28,12 @@ class ResourceSample:
 
 
 class ProcessTreeMonitor:
-    """A background thread sampling ``pid`` and its descendants ``hz`` times a second."""
+    """A background thread sampling ``pid`` and its descendants ``hz`` times a second.
+
+    ``cpu_seconds`` accumulates the tree's CPU time as sampled (a process that exits between
+    samples loses at most one interval), so CPU use over any window is the difference of two
+    readings over the wall time between them.
+    """
 
     def __init__(self, pid: int | None = None, hz: float = 20.0) -> None:
         self.root = psutil.Process(pid or os.getpid())
@@ -37,6 +43,8 @@ class ProcessTreeMonitor:
         self._cpu_seen: dict[int, float] = {}
         self._procs: dict[int, psutil.Process] = {}
         self._last_t = 0.0
+        self.cpu_seconds = 0.0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loadertune-monitor", daemon=True)
 
@@ -49,6 +57,7 @@ class ProcessTreeMonitor:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.sample()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -56,16 +65,18 @@ class ProcessTreeMonitor:
 
     def _tree(self) -> list[psutil.Process]:
         procs = [self.root]
-        try:
+        with contextlib.suppress(psutil.Error):
             procs += self.root.children(recursive=True)
-        except psutil.Error:
-            pass
         # Keep one Process object per pid so psutil's per-object caches stay valid.
         self._procs = {p.pid: self._procs.get(p.pid, p) for p in procs}
         return list(self._procs.values())
 
     def sample(self) -> ResourceSample | None:
-        """Take one sample now (the thread calls this; tests may too)."""
+        """Take one sample now (the thread calls this; so may the trial, to mark a moment)."""
+        with self._lock:
+            return self._sample()
+
+    def _sample(self) -> ResourceSample | None:
         now = time.perf_counter()
         cpu_delta = 0.0
         memory = rss = 0
@@ -94,6 +105,7 @@ class ProcessTreeMonitor:
         dt = now - self._last_t
         self._last_t = now
         self._cpu_seen = seen
+        self.cpu_seconds += max(cpu_delta, 0.0)
         if dt <= 0 or alive == 0:
             return None
         sample = ResourceSample(now, 100.0 * max(cpu_delta, 0.0) / dt, memory, rss, alive)

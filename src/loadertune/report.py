@@ -60,22 +60,37 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
     table.add_column(style="bold")
     table.add_column()
     rows = [
-        ("workload", f"dataset={config.dataset.name} storage={config.storage.name} "
-         f"model={config.model.name} device={result.device}"),
+        (
+            "workload",
+            f"dataset={config.dataset.name} storage={config.storage.name} "
+            f"model={config.model.name} device={result.device}",
+        ),
         ("loader", loader_line(result)),
         ("time per sample", f"{s.time_per_sample_ms:.3f} ms  (objective, lower is better)"),
         ("samples/s", f"{s.samples_per_s:,.0f}"),
         ("step p50 / p90", f"{s.step_time_ms_p50:.1f} / {s.step_time_ms_p90:.1f} ms"),
-        ("waiting for data", f"{s.data_wait_fraction:.0%} of the timed window "
-         f"(p50 {s.data_wait_ms_p50:.1f} ms a step)"),
+        (
+            "waiting for data",
+            f"{s.data_wait_fraction:.0%} of the timed window "
+            f"(p50 {s.data_wait_ms_p50:.1f} ms a step)",
+        ),
         ("copy / compute", f"{s.copy_ms_mean:.2f} / {s.compute_ms_mean:.1f} ms a step (mean)"),
         ("first batch", f"{result.first_batch_s:.2f} s (worker start-up, not timed)"),
-        ("CPU", f"{result.cpu_percent_mean:.0f}% of one core (main + workers, mean), "
-         f"{result.machine['usable_cpus']} usable CPUs"),
-        ("memory", f"{result.peak_memory_mb:,.0f} MB peak ({result.memory_metric.upper()}, "
-         "main + workers)"),
-        ("timed window", f"{s.steps} steps, {s.samples} samples, {s.window_s:.2f} s"
-         + (" (stopped by trial.time_limit_s)" if result.truncated else "")),
+        (
+            "CPU",
+            f"{result.cpu_percent_mean:.0f}% of one core (main + workers, mean), "
+            f"{result.machine['usable_cpus']} usable CPUs",
+        ),
+        (
+            "memory",
+            f"{result.peak_memory_mb:,.0f} MB peak ({result.memory_metric.upper()}, "
+            "main + workers)",
+        ),
+        (
+            "timed window",
+            f"{s.steps} steps, {s.samples} samples, {s.window_s:.2f} s"
+            + (" (stopped by trial.time_limit_s)" if result.truncated else ""),
+        ),
     ]
     for name, value in rows:
         table.add_row(name, value)

@@ -54,9 +54,7 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     device = torch.device(resolve_device(tc.device))
     dataset = build_dataset(config)
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
-    step_fn = build_train_step(
-        config.model, dataset[0], num_classes, device, config.dataset.name
-    )
+    step_fn = build_train_step(config.model, dataset[0], num_classes, device, config.dataset.name)
     effective = effective_settings(config.loader, device)
     start_method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
     start_method = start_method or mp.get_all_start_methods()[0]
@@ -77,8 +75,10 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
                 if on_step:
                     on_step(record, False)
             timer = StepTimer()
-            deadline = time.perf_counter() + tc.time_limit_s
+            monitor.sample()
+            cpu_start = monitor.cpu_seconds
             window_start = time.perf_counter()
+            deadline = window_start + tc.time_limit_s
             truncated = False
             for _ in range(tc.steps):
                 record = loop.step(timer)
@@ -88,10 +88,11 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
                     truncated = len(timer.records) < tc.steps
                     break
             window_end = time.perf_counter()
+            monitor.sample()
+            cpu_window = monitor.cpu_seconds - cpu_start
             loop.close()
         del loader
-    in_window = [s for s in monitor.samples if window_start <= s.t <= window_end]
-    cpu_mean = sum(s.cpu_percent for s in in_window) / len(in_window) if in_window else 0.0
+    cpu_mean = 100.0 * cpu_window / (window_end - window_start)
     peak = max((s.memory_bytes for s in monitor.samples), default=0)
     return TrialResult(
         summary=summarize(timer.records),

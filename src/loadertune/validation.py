@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loadertune.config import (
     START_METHODS,
@@ -97,7 +99,10 @@ def validate_trial(trial: TrialConfig) -> None:
         )
     if trial.torch_threads is not None and trial.torch_threads < 1:
         raise ConfigError(
-            "trial.torch_threads", trial.torch_threads, "must be >= 1", "or null for torch's default"
+            "trial.torch_threads",
+            trial.torch_threads,
+            "must be >= 1",
+            "e.g. trial.torch_threads=1, or null for torch's default",
         )
     dev = trial.device
     if dev != "auto" and dev.split(":")[0] not in ("cpu", "cuda", "mps", "xpu"):
@@ -116,13 +121,14 @@ def validate_dataset(config: RunConfig) -> None:
                 "dataset.root",
                 ds.root,
                 "is not an existing directory",
-                "point it at a folder laid out as <root>/<class>/<image>, e.g. dataset.root=/data/train",
+                "point it at a folder laid out as <root>/<class>/<image>, "
+                "e.g. dataset.root=/data/train",
             )
     elif isinstance(ds, CustomDatasetConfig):
         import_target(ds.target)
 
 
-def import_target(path: str) -> type:
+def import_target(path: str) -> Callable[..., Any]:
     """Import ``pkg.module.Class`` named by ``dataset._target_``, or say why it cannot be."""
     module_name, _, attr = path.rpartition(".")
     if not module_name:
@@ -146,7 +152,7 @@ def import_target(path: str) -> type:
             f"module {module_name} has no class {attr}",
             "check the class name",
         )
-    return target  # type: ignore[return-value]
+    return target  # type: ignore[no-any-return]
 
 
 def validate(config: RunConfig) -> None:

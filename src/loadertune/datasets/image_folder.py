@@ -55,10 +55,9 @@ class ImageFolderDataset:
         from PIL import Image
 
         path = self._paths[index].decode()
-        with Image.open(path) as img:
-            img = img.convert("RGB")
-            img = _resize_to_cover(img, self.crop_size)
-            pixels = np.asarray(img, dtype=np.uint8)
+        with Image.open(path) as file:
+            rgb = _resize_to_cover(file.convert("RGB"), self.crop_size)
+            pixels = np.asarray(rgb, dtype=np.uint8)
         rng = np.random.default_rng()
         h, w = pixels.shape[:2]
         top = int(rng.integers(0, h - self.crop_size + 1))
@@ -79,4 +78,6 @@ def _resize_to_cover(img: Any, size: int) -> Any:
     if min(w, h) >= size:
         return img
     scale = size / min(w, h)
-    return img.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.BILINEAR)
+    return img.resize(
+        (max(size, round(w * scale)), max(size, round(h * scale))), Image.Resampling.BILINEAR
+    )

@@ -1,0 +1,267 @@
+"""Sampler and pruner configs: composed through Hydra, built, and run on tiny studies."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from hydra import compose, initialize
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from hydra_plugins.loadertune_sweeper import _samplers, config
+from hydra_plugins.loadertune_sweeper._samplers import create_pruner, create_sampler
+from hydra_plugins.loadertune_sweeper._search_space import parse_params
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+DISCRETE_SPACE: dict[str, BaseDistribution] = {
+    "loader.batch_size": CategoricalDistribution([16, 32, 64]),
+    "loader.num_workers": IntDistribution(0, 4, step=2),
+}
+
+SAMPLERS = {
+    "tpe": optuna.samplers.TPESampler,
+    "random": optuna.samplers.RandomSampler,
+    "grid": optuna.samplers.GridSampler,
+    "gp": optuna.samplers.GPSampler,
+    "qmc": optuna.samplers.QMCSampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+    "bruteforce": optuna.samplers.BruteForceSampler,
+}
+PRUNERS = {
+    "median": optuna.pruners.MedianPruner,
+    "percentile": optuna.pruners.PercentilePruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "none": optuna.pruners.NopPruner,
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_optuna() -> Iterator[None]:
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    yield
+    optuna.logging.set_verbosity(level)
+
+
+@pytest.fixture
+def optional_modules_present(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pretend cmaes, scipy and torch are installed, so construction can be tested anywhere."""
+    monkeypatch.setattr(_samplers, "_module_available", lambda name: True)
+
+
+def sweeper_cfg(*overrides: str) -> DictConfig:
+    """Compose Hydra's own config with the loadertune sweeper selected, as a sweep would."""
+    with initialize(version_base=None):
+        cfg = compose(
+            overrides=["hydra/sweeper=loadertune", *overrides], return_hydra_config=True
+        )
+    sweeper = cfg.hydra.sweeper
+    assert isinstance(sweeper, DictConfig)
+    return sweeper
+
+
+def suggest_all(trial: optuna.Trial, space: Mapping[str, BaseDistribution]) -> dict[str, Any]:
+    """Suggest every parameter through Optuna's public API, as the sweeper will."""
+    for name, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            trial.suggest_categorical(name, dist.choices)
+        elif isinstance(dist, IntDistribution):
+            trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+        else:
+            assert isinstance(dist, FloatDistribution)
+            trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    return trial.params
+
+
+def test_option_names_match_the_brief() -> None:
+    assert set(config.SAMPLER_CONFIGS) == set(SAMPLERS)
+    assert set(config.PRUNER_CONFIGS) == set(PRUNERS)
+
+
+def test_sweeper_defaults() -> None:
+    cfg = sweeper_cfg()
+    assert cfg._target_ == "hydra_plugins.loadertune_sweeper.loadertune_sweeper.LoadertuneSweeper"
+    assert cfg.sampler._target_ == "optuna.samplers.TPESampler"
+    assert cfg.pruner._target_ == "optuna.pruners.MedianPruner"
+    assert cfg.pruner.n_startup_trials == 2
+    assert cfg.direction == "minimize"
+    assert cfg.n_trials == 20
+    assert cfg.n_jobs == 1
+    assert cfg.allow_parallel_trials is False
+    assert cfg.max_failure_rate == 0.0
+    assert cfg.storage is None and cfg.study_name is None and cfg.max_trials_total is None
+    assert cfg.params is None and cfg.custom_search_space is None
+
+
+def test_sweeper_params_are_typed_as_strings() -> None:
+    cfg = sweeper_cfg("+hydra.sweeper.params.loader.num_workers=4")
+    assert cfg.params == {"loader.num_workers": "4"}
+
+
+class _Recorder:
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+
+def test_sweeper_receives_sampler_and_pruner_as_config() -> None:
+    """Hydra must not build the sampler itself: grid needs the search space first."""
+    cfg = sweeper_cfg("hydra/sweeper/sampler=grid")
+    built = instantiate(cfg, _target_=_Recorder)
+    assert isinstance(built, _Recorder)
+    assert isinstance(built.kwargs["sampler"], DictConfig)
+    assert isinstance(built.kwargs["pruner"], DictConfig)
+
+
+@pytest.mark.usefixtures("optional_modules_present")
+@pytest.mark.parametrize(("name", "expected"), SAMPLERS.items(), ids=list(SAMPLERS))
+def test_every_sampler_composes_and_builds(name: str, expected: type) -> None:
+    cfg = sweeper_cfg(f"hydra/sweeper/sampler={name}", "hydra.sweeper.sampler.seed=7")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ExperimentalWarning is logged, not emitted
+        sampler = create_sampler(cfg.sampler, DISCRETE_SPACE)
+    assert type(sampler) is expected
+
+
+@pytest.mark.parametrize(("name", "expected"), PRUNERS.items(), ids=list(PRUNERS))
+def test_every_pruner_composes_and_builds(name: str, expected: type) -> None:
+    cfg = sweeper_cfg(f"hydra/sweeper/pruner={name}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pruner = create_pruner(cfg.pruner)
+    assert type(pruner) is expected
+
+
+def test_no_pruner_config_means_never_prune() -> None:
+    assert isinstance(create_pruner(None), optuna.pruners.NopPruner)
+
+
+def test_sampler_options_reach_optuna() -> None:
+    """Same seed in the config, same proposals; another seed, other proposals."""
+    space = {"x": FloatDistribution(0.0, 1.0)}
+
+    def proposals(seed: int) -> list[float]:
+        cfg = sweeper_cfg("hydra/sweeper/sampler=random", f"hydra.sweeper.sampler.seed={seed}")
+        study = optuna.create_study(sampler=create_sampler(cfg.sampler, space))
+        study.optimize(lambda t: suggest_all(t, space)["x"], n_trials=3)
+        return [t.params["x"] for t in study.trials]
+
+    assert proposals(1) == proposals(1)
+    assert proposals(1) != proposals(2)
+
+
+def test_grid_sampler_covers_the_grid_exactly_once() -> None:
+    space, _ = parse_params(
+        {"loader.batch_size": "choice(16,32,64)", "loader.num_workers": "range(0,5,2)"},
+        ["loader.prefetch_factor=range(0.1,0.4,0.1)"],
+    )
+    sampler = create_sampler(sweeper_cfg("hydra/sweeper/sampler=grid").sampler, space)
+    study = optuna.create_study(sampler=sampler)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # GridSampler warns on values off the distribution
+        study.optimize(lambda t: float(len(suggest_all(t, space))), n_trials=100)
+    keys = ["loader.batch_size", "loader.num_workers", "loader.prefetch_factor"]
+    seen = [tuple(t.params[k] for k in keys) for t in study.trials]
+    expected = set(itertools.product([16, 32, 64], [0, 2, 4], [0.1, 0.2, 0.3]))
+    assert len(seen) == len(expected) == 27  # stopped once the grid was exhausted
+    assert set(seen) == expected
+
+
+def test_grid_sampler_uses_a_configured_grid() -> None:
+    space = {"a": IntDistribution(0, 9)}
+    cfg = {"_target_": "optuna.samplers.GridSampler", "search_space": {"a": [3, 5]}}
+    study = optuna.create_study(sampler=create_sampler(cfg, space))
+    study.optimize(lambda t: float(t.suggest_int("a", 0, 9)), n_trials=10)
+    assert sorted(t.params["a"] for t in study.trials) == [3, 5]
+
+
+def test_grid_sampler_configured_grid_must_cover_the_space() -> None:
+    cfg = {"_target_": "optuna.samplers.GridSampler", "search_space": {"a": [1]}}
+    with pytest.raises(ValueError, match=r"search_space has no values for loader\.num_workers"):
+        create_sampler(cfg, {"a": IntDistribution(0, 1), **DISCRETE_SPACE})
+
+
+@pytest.mark.parametrize("name", ["grid", "bruteforce"])
+def test_exhaustive_samplers_refuse_continuous_parameters(name: str) -> None:
+    space = {**DISCRETE_SPACE, "loader.timeout": FloatDistribution(0.0, 1.0)}
+    cfg = sweeper_cfg(f"hydra/sweeper/sampler={name}")
+    with pytest.raises(ValueError, match=rf"sampler={name} .*loader\.timeout is continuous"):
+        create_sampler(cfg.sampler, space)
+
+
+def test_bruteforce_covers_a_discrete_space_exactly_once() -> None:
+    sampler = create_sampler(sweeper_cfg("hydra/sweeper/sampler=bruteforce").sampler, DISCRETE_SPACE)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(lambda t: float(len(suggest_all(t, DISCRETE_SPACE))), n_trials=100)
+    seen = [(t.params["loader.batch_size"], t.params["loader.num_workers"]) for t in study.trials]
+    assert sorted(seen) == sorted(itertools.product([16, 32, 64], [0, 2, 4]))
+
+
+@pytest.mark.parametrize(
+    ("name", "missing", "package"),
+    [("cmaes", {"cmaes"}, "cmaes"), ("gp", {"torch"}, "torch"), ("gp", {"scipy"}, "scipy")],
+)
+def test_missing_optional_package_fails_at_build_time(
+    monkeypatch: pytest.MonkeyPatch, name: str, missing: set[str], package: str
+) -> None:
+    monkeypatch.setattr(_samplers, "_module_available", lambda module: module not in missing)
+    cfg = sweeper_cfg(f"hydra/sweeper/sampler={name}")
+    with pytest.raises(ImportError, match=rf"needs {package}: pip install {package}"):
+        create_sampler(cfg.sampler, DISCRETE_SPACE)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"seed": 1}, r"hydra\.sweeper\.sampler needs a _target_"),
+        ({"_target_": "optuna.samplers.NoSuchSampler"}, r"_target_=.*NoSuchSampler cannot be"),
+        ({"_target_": "optuna.pruners.NopPruner"}, r"is not an optuna BaseSampler"),
+        (
+            {"_target_": "optuna.samplers.TPESampler", "n_startup_trails": 3},
+            r"hydra\.sweeper\.sampler: cannot build optuna\.samplers\.TPESampler.*n_startup_trails",
+        ),
+        (
+            {"_target_": "optuna.samplers.QMCSampler", "qmc_type": "LHS"},
+            r"hydra\.sweeper\.sampler: cannot build .*LHS",
+        ),
+    ],
+)
+def test_bad_sampler_config_names_the_key(cfg: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        create_sampler(cfg, DISCRETE_SPACE)
+
+
+def test_bad_pruner_config_names_the_key() -> None:
+    with pytest.raises(ValueError, match=r"hydra\.sweeper\.pruner\._target_=.* not an optuna"):
+        create_pruner({"_target_": "optuna.samplers.RandomSampler"})
+
+
+def test_config_module_stays_light() -> None:
+    """Hydra imports config.py at every start: it must not pull in optuna, torch or mlflow."""
+    code = (
+        "import sys, hydra_plugins.loadertune_sweeper.config\n"
+        "print(sorted(m for m in ('optuna', 'torch', 'mlflow') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert result.stdout.strip() == "[]"

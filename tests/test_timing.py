@@ -1,0 +1,75 @@
+"""The step timer and summary, driven by a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from loadertune.timing import StepTimer, summarize
+
+
+class FakeClock:
+    """Returns the scripted instants in order."""
+
+    def __init__(self, instants: list[float]) -> None:
+        self._it: Iterator[float] = iter(instants)
+
+    def __call__(self) -> float:
+        return next(self._it)
+
+
+def run_steps(phases: list[tuple[float, float, float]], samples: int = 10) -> StepTimer:
+    """Drive a timer through steps of (wait, copy, compute) seconds, back to back."""
+    instants: list[float] = []
+    t = 100.0
+    for wait, copy, compute in phases:
+        instants += [t, t + wait, t + wait + copy, t + wait + copy + compute]
+        t += wait + copy + compute
+    timer = StepTimer(clock=FakeClock(instants))
+    for _ in phases:
+        timer.start()
+        timer.batch_ready()
+        timer.copied()
+        timer.stepped(samples)
+    return timer
+
+
+def test_phases_are_recorded_per_step() -> None:
+    timer = run_steps([(0.5, 0.1, 0.2), (0.0, 0.1, 0.2)])
+    first, second = timer.records
+    assert first.wait_s == pytest.approx(0.5)
+    assert first.copy_s == pytest.approx(0.1)
+    assert first.compute_s == pytest.approx(0.2)
+    assert first.step_s == pytest.approx(0.8)
+    assert second.index == 1
+    assert second.step_s == pytest.approx(0.3)
+
+
+def test_time_per_sample_is_window_over_samples_not_median_step() -> None:
+    # Bursty arrivals: 9 quick steps, then one step that waits 1 s for the next burst.
+    phases = [(0.0, 0.0, 0.01)] * 9 + [(1.0, 0.0, 0.01)]
+    summary = summarize(run_steps(phases, samples=10).records)
+    assert summary.samples == 100
+    assert summary.window_s == pytest.approx(1.1)
+    assert summary.time_per_sample_ms == pytest.approx(11.0)
+    assert summary.samples_per_s == pytest.approx(100 / 1.1)
+    # The median step (10 ms) would claim 1 ms a sample: 11x too optimistic.
+    assert summary.step_time_ms_p50 == pytest.approx(10.0)
+    assert summary.data_wait_fraction == pytest.approx(1.0 / 1.1)
+    assert summary.data_wait_ms_p50 == pytest.approx(0.0)
+
+
+def test_gaps_between_steps_count_in_the_window() -> None:
+    timer = StepTimer(clock=FakeClock([0.0, 0.0, 0.0, 1.0, 5.0, 5.0, 5.0, 6.0]))
+    for _ in range(2):
+        timer.start()
+        timer.batch_ready()
+        timer.copied()
+        timer.stepped(1)
+    assert summarize(timer.records).window_s == pytest.approx(6.0)
+
+
+def test_summary_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no timed steps"):
+        summarize([])

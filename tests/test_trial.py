@@ -1,0 +1,100 @@
+"""run_trial on the real configs, shrunk: real files, real workers, a real model step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig
+
+from loadertune import run_trial
+from loadertune.config import to_run_config
+from loadertune.errors import ConfigError
+
+Compose = Callable[[Sequence[str]], DictConfig]
+
+
+def test_default_trial_measures_the_timed_window(compose: Compose) -> None:
+    seen: list[bool] = []
+    result = run_trial(to_run_config(compose([])), on_step=lambda r, timed: seen.append(timed))
+    s = result.summary
+    assert s.steps == 4
+    assert s.samples == 16
+    assert len(result.steps) == 4
+    assert s.time_per_sample_ms == pytest.approx(s.window_s * 1000 / 16)
+    assert s.window_s >= sum(r.step_s for r in result.steps) * 0.999
+    # One untimed first batch, then one warm-up step, then the timed steps.
+    assert seen == [False, True, True, True, True]
+    assert result.first_batch_s > 0
+    assert result.peak_memory_mb > 50
+    assert result.effective_loader.num_workers == 0
+    assert result.start_method == "none"
+    assert result.machine["usable_cpus"] >= 1
+    assert result.metrics()["time_per_sample_ms"] == s.time_per_sample_ms
+
+
+def test_generated_dataset_is_cached_on_disk(compose: Compose, tmp_path: Path) -> None:
+    run_trial(to_run_config(compose([])))
+    folders = list((tmp_path / "datasets").iterdir())
+    assert len(folders) == 1
+    assert (folders[0] / "COMPLETE").exists()
+    assert len(list(folders[0].glob("class_*/*.jpg"))) == 48
+    stamp = (folders[0] / "COMPLETE").stat().st_mtime
+    run_trial(to_run_config(compose([])))
+    assert (folders[0] / "COMPLETE").stat().st_mtime == stamp
+
+
+def test_workers_are_real_processes_and_counted(compose: Compose) -> None:
+    config = to_run_config(
+        compose(["model=simulated", "model.step_ms=5", "loader.num_workers=2", "trial.steps=8"])
+    )
+    result = run_trial(config)
+    assert result.effective_loader.num_workers == 2
+    assert result.start_method == "fork"
+    assert max(s.processes for s in result.resources) == 3
+    assert result.summary.compute_ms_mean == pytest.approx(5.0, abs=3.0)
+
+
+def test_spawn_start_method_works(compose: Compose) -> None:
+    config = to_run_config(
+        compose(["loader.num_workers=1", "loader.multiprocessing_context=spawn", "model=mlp"])
+    )
+    result = run_trial(config)
+    assert result.start_method == "spawn"
+    assert result.summary.samples == 16
+
+
+def test_steps_beyond_one_epoch_start_a_new_one(compose: Compose) -> None:
+    # 48 images / 4 per batch = 12 batches per epoch; 2 + 20 steps need two epochs.
+    result = run_trial(to_run_config(compose(["trial.steps=20", "model=simulated", "model.step_ms=0"])))
+    assert result.epochs == 2
+    assert result.summary.steps == 20
+
+
+def test_custom_dataset_class_outside_the_package(compose: Compose, fixtures_on_path: Path) -> None:
+    config = to_run_config(
+        compose(["dataset=custom", "dataset._target_=user_data.RandomVectors",
+                 "+dataset.length=40", "+dataset.dim=6", "model=mlp"])
+    )
+    result = run_trial(config)
+    assert result.summary.samples == 16
+
+
+def test_model_that_cannot_take_the_samples_names_both(
+    compose: Compose, fixtures_on_path: Path
+) -> None:
+    config = to_run_config(
+        compose(["dataset=custom", "dataset._target_=user_data.RandomVectors", "model=small_cnn"])
+    )
+    with pytest.raises(ConfigError, match=r"^model\.name=small_cnn: .*dataset=custom yields"):
+        run_trial(config)
+
+
+def test_time_limit_stops_the_window_and_says_so(compose: Compose) -> None:
+    config = to_run_config(
+        compose(["model=simulated", "model.step_ms=50", "trial.steps=100", "trial.time_limit_s=0.2"])
+    )
+    result = run_trial(config)
+    assert result.truncated
+    assert 2 <= result.summary.steps < 100

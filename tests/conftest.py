@@ -27,6 +27,16 @@ TINY = [
 ]
 
 
+def with_tiny(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` after the tiny sizes that apply to the dataset and model they choose."""
+    base = list(TINY)
+    if any(o.startswith("model=") and o != "model=small_cnn" for o in overrides):
+        base.remove("model.channels=4")
+    if any(o.startswith("dataset=") and o != "dataset=synthetic_images" for o in overrides):
+        base = [b for b in base if not b.startswith("dataset.")]
+    return [*base, *overrides]
+
+
 @pytest.fixture
 def compose(tmp_path: Path) -> Callable[[Sequence[str]], DictConfig]:
     """Compose the real ``conf/`` with the tiny sizes, writing under ``tmp_path``."""
@@ -34,16 +44,9 @@ def compose(tmp_path: Path) -> Callable[[Sequence[str]], DictConfig]:
     from hydra import initialize_config_dir
 
     def _compose(overrides: Sequence[str] = ()) -> DictConfig:
-        base = [*TINY, f"paths.output_root={tmp_path}", "tracking.enabled=false"]
-        # Group choices (model=..., dataset=...) must come before keys they hold.
-        groups = [o for o in overrides if "." not in o.split("=")[0]]
-        rest = [o for o in overrides if o not in groups]
-        if any(o.startswith("model=") and "small_cnn" not in o for o in groups):
-            base.remove("model.channels=4")
-        if any(o.startswith("dataset=") and "synthetic" not in o for o in groups):
-            base = [b for b in base if not b.startswith("dataset.")]
+        base = [f"paths.output_root={tmp_path}", "tracking.enabled=false"]
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return hydra_compose("config", overrides=[*groups, *base, *rest])
+            return hydra_compose("config", overrides=[*base, *with_tiny(overrides)])
 
     return _compose
 

@@ -14,6 +14,7 @@ from typing import Any
 import optuna
 import pytest
 from hydra import compose, initialize
+from hydra.core.config_store import ConfigStore
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from optuna.distributions import (
@@ -68,9 +69,7 @@ def optional_modules_present(monkeypatch: pytest.MonkeyPatch) -> None:
 def sweeper_cfg(*overrides: str) -> DictConfig:
     """Compose Hydra's own config with the loadertune sweeper selected, as a sweep would."""
     with initialize(version_base=None):
-        cfg = compose(
-            overrides=["hydra/sweeper=loadertune", *overrides], return_hydra_config=True
-        )
+        cfg = compose(overrides=["hydra/sweeper=loadertune", *overrides], return_hydra_config=True)
     sweeper = cfg.hydra.sweeper
     assert isinstance(sweeper, DictConfig)
     return sweeper
@@ -109,9 +108,19 @@ def test_sweeper_defaults() -> None:
     assert cfg.params is None and cfg.custom_search_space is None
 
 
-def test_sweeper_params_are_typed_as_strings() -> None:
-    cfg = sweeper_cfg("+hydra.sweeper.params.loader.num_workers=4")
-    assert cfg.params == {"loader.num_workers": "4"}
+def test_sweeper_params_from_a_config_file_become_strings() -> None:
+    """A YAML ``num_workers: 4`` under params reaches the parser as the text "4"."""
+    ConfigStore.instance().store(
+        name="loadertune_test_app",
+        node={
+            "defaults": [{"override hydra/sweeper": "loadertune"}, "_self_"],
+            "hydra": {"sweeper": {"params": {"loader.num_workers": 4, "x": "choice(1,2)"}}},
+        },
+    )
+    with initialize(version_base=None):
+        cfg = compose("loadertune_test_app", return_hydra_config=True)
+    assert cfg.hydra.sweeper.params == {"loader.num_workers": "4", "x": "choice(1,2)"}
+    assert isinstance(cfg.hydra.sweeper.params["loader.num_workers"], str)
 
 
 class _Recorder:
@@ -192,7 +201,9 @@ def test_grid_sampler_uses_a_configured_grid() -> None:
 
 def test_grid_sampler_configured_grid_must_cover_the_space() -> None:
     cfg = {"_target_": "optuna.samplers.GridSampler", "search_space": {"a": [1]}}
-    with pytest.raises(ValueError, match=r"search_space has no values for loader\.num_workers"):
+    with pytest.raises(
+        ValueError, match=r"search_space has no values for loader\.batch_size, loader\.num_workers;"
+    ):
         create_sampler(cfg, {"a": IntDistribution(0, 1), **DISCRETE_SPACE})
 
 
@@ -205,7 +216,9 @@ def test_exhaustive_samplers_refuse_continuous_parameters(name: str) -> None:
 
 
 def test_bruteforce_covers_a_discrete_space_exactly_once() -> None:
-    sampler = create_sampler(sweeper_cfg("hydra/sweeper/sampler=bruteforce").sampler, DISCRETE_SPACE)
+    sampler = create_sampler(
+        sweeper_cfg("hydra/sweeper/sampler=bruteforce").sampler, DISCRETE_SPACE
+    )
     study = optuna.create_study(sampler=sampler)
     study.optimize(lambda t: float(len(suggest_all(t, DISCRETE_SPACE))), n_trials=100)
     seen = [(t.params["loader.batch_size"], t.params["loader.num_workers"]) for t in study.trials]
@@ -233,11 +246,12 @@ def test_missing_optional_package_fails_at_build_time(
         ({"_target_": "optuna.pruners.NopPruner"}, r"is not an optuna BaseSampler"),
         (
             {"_target_": "optuna.samplers.TPESampler", "n_startup_trails": 3},
-            r"hydra\.sweeper\.sampler: cannot build optuna\.samplers\.TPESampler.*n_startup_trails",
+            r"(?s)hydra\.sweeper\.sampler: cannot build optuna\.samplers\.TPESampler.*"
+            r"n_startup_trails",
         ),
         (
             {"_target_": "optuna.samplers.QMCSampler", "qmc_type": "LHS"},
-            r"hydra\.sweeper\.sampler: cannot build .*LHS",
+            r"(?s)hydra\.sweeper\.sampler: cannot build .*LHS",
         ),
     ],
 )
@@ -251,17 +265,30 @@ def test_bad_pruner_config_names_the_key() -> None:
         create_pruner({"_target_": "optuna.samplers.RandomSampler"})
 
 
-def test_config_module_stays_light() -> None:
-    """Hydra imports config.py at every start: it must not pull in optuna, torch or mlflow."""
+def test_fresh_plugin_scan_registers_the_configs_and_stays_light() -> None:
+    """Hydra's scanner imports config.py at every start, in a way of its own.
+
+    It executes the module before registering it in ``sys.modules`` (so string annotations
+    from ``from __future__ import annotations`` break the dataclasses), reports any warning
+    to stderr, and must not pull in optuna, torch or mlflow.
+    """
     code = (
-        "import sys, hydra_plugins.loadertune_sweeper.config\n"
-        "print(sorted(m for m in ('optuna', 'torch', 'mlflow') if m in sys.modules))"
+        "import sys\n"
+        "from hydra.core.plugins import Plugins\n"
+        "from hydra.core.config_store import ConfigStore\n"
+        "Plugins.instance()\n"
+        "repo = ConfigStore.instance().repo['hydra']['sweeper']\n"
+        "print(sorted(repo['sampler']), sorted(repo['pruner']), 'loadertune.yaml' in repo)\n"
+        "print(sorted(m for m in ('optuna', 'torch', 'mlflow') if m in sys.modules))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        check=True,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
-    assert result.stdout.strip() == "[]"
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    samplers = sorted(f"{name}.yaml" for name in SAMPLERS)
+    pruners = sorted(f"{name}.yaml" for name in PRUNERS)
+    assert result.stdout.splitlines() == [f"{samplers} {pruners} True", "[]"]

@@ -69,6 +69,8 @@ def _assert_same(actual: BaseDistribution, expected: BaseDistribution) -> None:
         ("k=range(0,1,step=0.25)", F(0.0, 0.75, step=0.25)),
         ("k=range(0,1.0,0.3)", F(0.0, 0.9, step=0.3)),
         ("k=range(0.1,0.5,0.1)", F(0.1, 0.4, step=0.1)),
+        # Hydra's float iteration also yields the excluded stop 0.4 here; we do not.
+        ("k=range(0.1,0.4,0.1)", F(0.1, 0.3, step=0.1)),
         ("k=range(1.0,0.0,-0.25)", F(0.25, 1.0, step=0.25)),
         ("k=float(range(1,4))", F(1.0, 3.0, step=1.0)),
         # interval: float unless cast to int; both ends included.
@@ -102,9 +104,14 @@ def test_distribution_from_override(line: str, expected: BaseDistribution) -> No
     ],
 )
 def test_range_covers_exactly_what_hydra_yields(sweep: str) -> None:
-    """The distribution's values are the values Hydra's basic sweeper would run, no more."""
+    """The distribution's values are the values Hydra's basic sweeper would run, no more.
+
+    (Float ranges whose stop Hydra wrongly includes by rounding are pinned in the table above.)
+    """
     override = OverridesParser.create().parse_overrides([f"k={sweep}"])[0]
-    hydra_values = sorted(override.sweep_iterator(transformer=Transformer.encode))
+    yielded = list(override.sweep_iterator(transformer=Transformer.encode))
+    hydra_values = sorted(v for v in yielded if isinstance(v, (int, float)))
+    assert len(hydra_values) == len(yielded)
     optuna_values = grid_search_space({"k": distribution_from_override(override)})["k"]
     assert optuna_values == pytest.approx(hydra_values, abs=1e-12)
 

@@ -1,0 +1,141 @@
+"""``loadertune`` end to end in a subprocess: the terminal summary and the MLflow record."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, with_tiny
+
+pytestmark = pytest.mark.slow
+
+METRICS = {
+    "time_per_sample_ms",
+    "samples_per_s",
+    "step_time_ms_p50",
+    "step_time_ms_p90",
+    "data_wait_ms_p50",
+    "data_wait_fraction",
+    "first_batch_s",
+    "peak_memory_mb",
+    "cpu_percent_mean",
+}
+
+
+def loadertune(out: Path, *overrides: str, module: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    cmd = [sys.executable, "-m", "loadertune"] if module else [_script()]
+    return subprocess.run(
+        [*cmd, f"paths.output_root={out}", *with_tiny(overrides)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=out,
+    )
+
+
+def _script() -> str:
+    return str(Path(sys.executable).with_name("loadertune"))
+
+
+def test_trial_is_recorded_in_mlflow(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    proc = loadertune(tmp_path, "loader.num_workers=2", "trial.steps=6")
+    assert proc.returncode == 0, proc.stderr
+    assert "time per sample" in proc.stdout
+    assert "num_workers=2" in proc.stdout
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("loadertune")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["loader.num_workers"] == "2"
+    assert run.data.params["dataset.name"] == "synthetic_images"
+    assert METRICS <= run.data.metrics.keys()
+    tps = run.data.metrics["time_per_sample_ms"]
+    assert tps == pytest.approx(run.data.metrics["window_s"] * 1000 / 24)
+    for key in ("step_time_ms", "data_wait_ms"):
+        history = client.get_metric_history(run.info.run_id, key)
+        assert sorted(m.step for m in history) == list(range(6))
+    tags = run.data.tags
+    assert tags["machine.usable_cpus"] == str(len(os.sched_getaffinity(0)))
+    assert tags["start_method"] == "fork"
+    assert tags["device"] == "cpu"
+    assert {"machine.host", "machine.cpu_model", "machine.memory_gb", "machine.torch"} <= tags.keys()
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.yaml", "trial_result.json"} <= artifacts
+
+
+def test_python_dash_m_and_simulated_model(tmp_path: Path) -> None:
+    proc = loadertune(
+        tmp_path, "loader.num_workers=2", "model=simulated", "model.step_ms=10",
+        "tracking.enabled=false", module=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "model=simulated" in proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_custom_dataset_class_from_the_command_line(tmp_path: Path) -> None:
+    proc = loadertune(
+        tmp_path, "dataset=custom", "dataset._target_=user_data.RandomVectors",
+        "+dataset.length=32", "+dataset.dim=5", "model=mlp", "tracking.enabled=false",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dataset=custom" in proc.stdout
+
+
+def test_mlflow_tracking_uri_from_the_environment_wins(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    proc = subprocess.run(
+        [_script(), f"paths.output_root={tmp_path}", *with_tiny(["model=simulated"])],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+    experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name("loadertune")
+    assert experiment is not None
+
+
+BAD_INPUT = [
+    ("loader.num_workers=-1", "loader.num_workers=-1"),
+    ("loader.prefetch_factor=4", "loader.prefetch_factor=4: needs loader.num_workers > 0"),
+    ("loader.persistent_workers=true", "loader.persistent_workers=true: needs"),
+    ("loader.batch_size=0", "loader.batch_size=0"),
+    ("loader.batch_size=null", "loader.batch_size=null"),
+    ("loader.batch_size=true", "loader.batch_size=true"),
+    ("loader.multiprocessing_context=threads", "loader.multiprocessing_context=threads"),
+    ("dataset.root=/no/such/dir", "dataset.root=/no/such/dir: is not an existing directory"),
+    ("dataset._target_=no_such_pkg.Data", "dataset._target_=no_such_pkg.Data: cannot be imported"),
+]
+
+
+@pytest.mark.parametrize(("override", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_and_records_nothing(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    extra = []
+    if override.startswith("dataset.root"):
+        extra = ["dataset=image_folder"]
+    elif override.startswith("dataset._target_"):
+        extra = ["dataset=custom", "model=mlp"]
+    proc = loadertune(tmp_path, *extra, override)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"loadertune: error: {message}")
+    assert "Fix: " in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "datasets").exists()

@@ -1,0 +1,39 @@
+# The commands the README shows. `make run` sets up and runs the main job; `make test` sets up
+# and runs the tests. Both create .venv on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch: a bare `torch` requirement would pull a multi-GB CUDA build. Set
+# TORCH=torch (or a CUDA wheel spec) on a GPU machine.
+TORCH ?= torch==2.13.0
+
+.PHONY: setup run trial test lint format clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+run: setup  ## the main job on the embedded defaults
+	$(VENV)/bin/loadertune
+
+trial: setup  ## one trial
+	$(VENV)/bin/loadertune
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/mypy
+
+format: setup
+	$(VENV)/bin/ruff check --fix src tests scripts
+	$(VENV)/bin/ruff format src tests scripts
+
+clean:
+	rm -rf outputs .mypy_cache .ruff_cache .pytest_cache

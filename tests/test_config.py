@@ -61,15 +61,16 @@ def test_image_folder_needs_root(compose: Compose) -> None:
     ("overrides", "prefix"),
     [
         (["loader.num_workers=abc"], "loader.num_workers=abc"),
-        (["loader.batch_size=true"], "loader.batch_size=true: value 'True' of type 'bool' is not of type int"),
+        (
+            ["loader.batch_size=true"],
+            "loader.batch_size=true: value 'True' of type 'bool' is not of type int",
+        ),
         (["+loader.workers=2"], "loader.workers=2: is not a known key"),
         (["model.step_ms=fast", "model=simulated"], "model.step_ms=fast"),
         (["dataset=custom"], "dataset._target_=???"),
     ],
 )
-def test_type_errors_name_the_full_key(
-    compose: Compose, overrides: list[str], prefix: str
-) -> None:
+def test_type_errors_name_the_full_key(compose: Compose, overrides: list[str], prefix: str) -> None:
     with pytest.raises(ConfigError) as info:
         to_run_config(compose(overrides))
     assert str(info.value).startswith(prefix)

@@ -25,8 +25,16 @@ class Squares(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
 @pytest.mark.parametrize(
     ("settings", "present", "absent"),
     [
-        ({"num_workers": 0}, {"batch_size", "num_workers"}, {"prefetch_factor", "persistent_workers", "multiprocessing_context"}),
-        ({"num_workers": 2}, {"persistent_workers"}, {"prefetch_factor", "multiprocessing_context"}),
+        (
+            {"num_workers": 0},
+            {"batch_size", "num_workers"},
+            {"prefetch_factor", "persistent_workers", "multiprocessing_context"},
+        ),
+        (
+            {"num_workers": 2},
+            {"persistent_workers"},
+            {"prefetch_factor", "multiprocessing_context"},
+        ),
         (
             {"num_workers": 2, "prefetch_factor": 3, "multiprocessing_context": "spawn"},
             {"prefetch_factor", "multiprocessing_context"},
@@ -66,8 +74,16 @@ def test_accepts_dataclass_dict_and_omegaconf(cfg: Any) -> None:
 
 
 def test_real_workers_deliver_every_sample_once() -> None:
-    cfg = {"batch_size": 4, "num_workers": 2, "prefetch_factor": 2, "shuffle": True, "drop_last": False}
-    loader = build_dataloader(Squares(), cfg, device="cpu", generator=torch.Generator().manual_seed(0))
+    cfg = {
+        "batch_size": 4,
+        "num_workers": 2,
+        "prefetch_factor": 2,
+        "shuffle": True,
+        "drop_last": False,
+    }
+    loader = build_dataloader(
+        Squares(), cfg, device="cpu", generator=torch.Generator().manual_seed(0)
+    )
     labels = sorted(int(i) for _, ys in loader for i in ys)
     assert labels == list(range(20))
     assert loader.num_workers == 2

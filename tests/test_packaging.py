@@ -19,8 +19,18 @@ pytestmark = pytest.mark.slow
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -39,18 +49,34 @@ def test_wheel_holds_configs_and_plugin(wheel: Path) -> None:
 def test_installed_wheel_composes_its_configs(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-         str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     proc = subprocess.run(
-        [sys.executable, "-c",
-         "import loadertune, sys; print(loadertune.__file__); "
-         "sys.argv=['loadertune', '--cfg', 'job', 'model=mlp']; "
-         "from loadertune.cli import main; main()"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import loadertune, sys; print(loadertune.__file__); "
+            "sys.argv=['loadertune', '--cfg', 'job', 'model=mlp']; "
+            "from loadertune.cli import main; main()",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     first, _, rest = proc.stdout.partition("\n")

@@ -98,7 +98,7 @@ def test_sweeper_defaults() -> None:
     assert cfg._target_ == "hydra_plugins.loadertune_sweeper.loadertune_sweeper.LoadertuneSweeper"
     assert cfg.sampler._target_ == "optuna.samplers.TPESampler"
     assert cfg.pruner._target_ == "optuna.pruners.MedianPruner"
-    assert cfg.pruner.n_startup_trials == 2
+    assert cfg.pruner.n_startup_trials == 3
     assert cfg.direction == "minimize"
     assert cfg.n_trials == 20
     assert cfg.n_jobs == 1

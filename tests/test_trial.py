@@ -67,15 +67,24 @@ def test_spawn_start_method_works(compose: Compose) -> None:
 
 def test_steps_beyond_one_epoch_start_a_new_one(compose: Compose) -> None:
     # 48 images / 4 per batch = 12 batches per epoch; 2 + 20 steps need two epochs.
-    result = run_trial(to_run_config(compose(["trial.steps=20", "model=simulated", "model.step_ms=0"])))
+    result = run_trial(
+        to_run_config(compose(["trial.steps=20", "model=simulated", "model.step_ms=0"]))
+    )
     assert result.epochs == 2
     assert result.summary.steps == 20
 
 
 def test_custom_dataset_class_outside_the_package(compose: Compose, fixtures_on_path: Path) -> None:
     config = to_run_config(
-        compose(["dataset=custom", "dataset._target_=user_data.RandomVectors",
-                 "+dataset.length=40", "+dataset.dim=6", "model=mlp"])
+        compose(
+            [
+                "dataset=custom",
+                "dataset._target_=user_data.RandomVectors",
+                "+dataset.length=40",
+                "+dataset.dim=6",
+                "model=mlp",
+            ]
+        )
     )
     result = run_trial(config)
     assert result.summary.samples == 16
@@ -93,7 +102,9 @@ def test_model_that_cannot_take_the_samples_names_both(
 
 def test_time_limit_stops_the_window_and_says_so(compose: Compose) -> None:
     config = to_run_config(
-        compose(["model=simulated", "model.step_ms=50", "trial.steps=100", "trial.time_limit_s=0.2"])
+        compose(
+            ["model=simulated", "model.step_ms=50", "trial.steps=100", "trial.time_limit_s=0.2"]
+        )
     )
     result = run_trial(config)
     assert result.truncated

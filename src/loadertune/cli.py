@@ -11,16 +11,29 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from loadertune import resolvers
 from loadertune.errors import ConfigError
+
+resolvers.register()
 
 
 def run_from_hydra(cfg: DictConfig) -> float:
-    """Run one trial from a composed config; bad input exits with one line and status 2."""
+    """Run one trial from a composed config; bad input exits with one line and status 2.
+
+    Under the loadertune sweeper the trial streams to the sweep process instead, which
+    records it (see :mod:`loadertune.channel`).
+    """
+    from loadertune import channel
     from loadertune.config import to_run_config
     from loadertune.report import print_summary, step_progress
     from loadertune.trial import run_trial
     from loadertune.validation import validate
 
+    link = channel.current()
+    if link is not None:
+        result = run_trial(to_run_config(cfg), on_step=lambda r, t: link.send("step", (r, t)))
+        link.send("result", result)
+        return result.objective
     try:
         config = to_run_config(cfg)
         validate(config)

@@ -173,16 +173,19 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     """
     raw = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
     try:
-        node = OmegaConf.create(OmegaConf.to_container(raw, resolve=True))
+        # The hydra node (present in a sweep's job configs) resolves only inside a running job.
+        top = {k: raw[k] for k in raw if k != "hydra"}
+        node = OmegaConf.create(OmegaConf.to_container(OmegaConf.create(top), resolve=True))
         assert isinstance(node, DictConfig)
     except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", None) or "config"
+        key = str(getattr(exc, "full_key", None) or "config")
         problem = str(exc).splitlines()[0].rstrip(".")
         raise ConfigError(key, None, problem, "fix the interpolation or set a value") from None
-    sections = {k: node.get(k) for k in ("dataset", "model", "storage")}
-    for key in sections:
-        if sections[key] is None:
-            raise ConfigError(key, None, "is missing", f"choose one, e.g. {key}=<name>")
+    groups = ("dataset", "model", "storage")
+    sections: dict[str, Any] = {k: node.get(k) for k in groups}
+    for group in groups:
+        if sections[group] is None:
+            raise ConfigError(group, None, "is missing", f"choose one, e.g. {group}=<name>")
     dataset = _dataset_config(sections["dataset"])
     model = _variant("model", sections["model"], MODELS)
     storage = _variant("storage", sections["storage"], STORAGES)

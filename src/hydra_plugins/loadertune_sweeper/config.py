@@ -219,12 +219,13 @@ class MedianPrunerConfig(PrunerConfig):
 
     _target_: str = "optuna.pruners.MedianPruner"
 
-    # Finished trials needed before any pruning. Two, not Optuna's five: a loader sweep has
+    # Finished trials needed before any pruning. Three, not Optuna's five: a loader sweep has
     # few, long trials.
-    n_startup_trials: int = 2
+    n_startup_trials: int = 3
 
-    # Reported steps of each trial that are never pruned (the trial's own warm-up).
-    n_warmup_steps: int = 0
+    # Timed steps of each trial that are never pruned: time per sample over the first few
+    # steps of a multi-worker loader is bursty, so early values say little.
+    n_warmup_steps: int = 10
 
     # Check for pruning every this many reported steps.
     interval_steps: int = 1
@@ -358,6 +359,11 @@ class LoadertuneSweeperConf:
     # Highest tolerated fraction of failed trials, in [0, 1]; above it the sweep stops and
     # reports the failure. 0.0: the first failure stops the sweep.
     max_failure_rate: float = 0.0
+
+    # Timed steps between two reports of a trial's time per sample so far to the pruner,
+    # >= 1. Each report is a database write in the sweep process while the trial measures,
+    # so reports are batched rather than sent every step.
+    report_every: int = 5
 
     # Search space: one Hydra sweep expression per config key, e.g.
     #   loader.batch_size: choice(32, 64, 128)

@@ -1,0 +1,91 @@
+"""What a person watching a sweep sees: one line per trial, then a ranked table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from loadertune.result import TrialResult
+
+    from ._impl import SweepPlan
+
+
+class SweepView:
+    """Console view of a running sweep."""
+
+    def __init__(
+        self, study: optuna.Study, budget: int, plan: SweepPlan, orphans: list[int]
+    ) -> None:
+        self.study = study
+        self.budget = budget
+        self.console = Console()
+        earlier = len(study.trials) - len(orphans)
+        self.console.print(
+            f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
+            f"{earlier} earlier trials; running {budget} now; sweep dir {plan.sweep_dir}"
+        )
+        if orphans:
+            self.note(f"marked FAIL trials left RUNNING by a process that is gone: {orphans}")
+        if plan.noop:
+            self.note(f"not searched (no effect on this device): {', '.join(plan.noop)}")
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]{text}")
+
+    def trial(self, index: int, frozen: FrozenTrial, result: TrialResult | None) -> None:
+        params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
+        if frozen.state == TrialState.COMPLETE:
+            repeat = frozen.user_attrs.get("repeat_of")
+            outcome = f"{frozen.value:.4f} ms/sample"
+            if result is not None:
+                outcome += f"  {result.summary.samples_per_s:,.0f} samples/s"
+            if repeat is not None:
+                outcome += f"  [dim](same settings as trial {repeat}: not measured again)[/]"
+        else:
+            outcome = f"[red]{frozen.state.name}[/] {frozen.user_attrs.get('reason', '')}"
+        best = self._best()
+        self.console.print(
+            f"[{index}/{self.budget}] trial {frozen.number}  {params or '(defaults)'}  ->  "
+            f"{outcome}  [dim]best {best}[/]"
+        )
+
+    def _best(self) -> str:
+        try:
+            b = self.study.best_trial
+        except ValueError:
+            return "-"
+        return f"{b.value:.4f} (#{b.number})"
+
+    def final(self, results: dict[str, Any], sweep_dir: Path) -> None:
+        """A table of the study's trials, fastest first, and where the results are."""
+        table = Table(title=f"study {self.study.study_name}: trials, fastest first")
+        for column in ("#", "state", "params", "ms/sample", "note"):
+            table.add_column(column)
+        trials = self.study.get_trials(deepcopy=False)
+        ranked = sorted(
+            trials, key=lambda t: (t.state != TrialState.COMPLETE, t.value or float("inf"))
+        )
+        for t in ranked[:20]:
+            note = t.user_attrs.get("reason", "")
+            if t.user_attrs.get("repeat_of") is not None:
+                note = f"repeat of #{t.user_attrs['repeat_of']}"
+            table.add_row(
+                str(t.number),
+                t.state.name,
+                " ".join(f"{k}={v}" for k, v in t.params.items()),
+                "" if t.value is None else f"{t.value:.4f}",
+                str(note),
+            )
+        self.console.print(table)
+        if results.get("best_value") is not None:
+            self.console.print(
+                f"best: trial {results['best_trial_number']} at {results['best_value']:.4f} "
+                f"ms/sample with {results['best_params']}"
+            )
+        self.console.print(f"results: {sweep_dir / 'optimization_results.yaml'}")

@@ -1,0 +1,420 @@
+"""The sweep loop: ask Optuna, run the trial in its own process, tell Optuna, record in MLflow.
+
+Skipped by Hydra's plugin scanner (leading underscore), so torch, Optuna and MLflow load only
+when a sweep actually runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+
+from loadertune.config import RunConfig, to_run_config
+from loadertune.errors import ConfigError
+from loadertune.search_rules import applies, effective_key, plain_key, suggestion_order
+
+from . import _console, _study
+from ._record import SweepRecorder, results_yaml, write_results
+from ._runner import TrialOutcome, run_trial_process
+from ._samplers import create_pruner, create_sampler
+from ._search_space import parse_params
+
+_log = logging.getLogger(__name__)
+
+EFFECTIVE_KEY = "effective_key"
+REPEAT_OF = "repeat_of"
+
+
+@dataclass
+class SweepSettings:
+    """The ``hydra.sweeper`` node, typed (see ``config.LoadertuneSweeperConf``)."""
+
+    sampler: Any
+    pruner: Any
+    direction: Any = "minimize"
+    storage: str | None = None
+    study_name: str | None = None
+    n_trials: int = 20
+    max_trials_total: int | None = None
+    n_jobs: int = 1
+    allow_parallel_trials: bool = False
+    max_failure_rate: float = 0.0
+    report_every: int = 5
+    params: dict[str, str] | None = None
+    custom_search_space: str | None = None
+
+
+@dataclass
+class SweepPlan:
+    """What the sweep searches and where it records, settled before the first trial."""
+
+    space: dict[str, BaseDistribution]
+    fixed: dict[str, str]
+    base: RunConfig
+    accelerator: bool
+    storage: str
+    study_name: str
+    sweep_dir: Path
+    noop: list[str] = field(default_factory=list)
+
+
+class SweepEngine:
+    """Runs a study one trial at a time; the only writer to Optuna and MLflow."""
+
+    def __init__(self, settings: SweepSettings) -> None:
+        self.settings = settings
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+
+    def setup(
+        self, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+        self.config = config
+
+    # ---- planning ---------------------------------------------------------------------
+
+    def sweep(self, arguments: list[str]) -> None:
+        """Run the sweep; bad input ends it with one line and exit status 2."""
+        try:
+            plan = self._plan(arguments)
+        except (ConfigError, ValueError) as exc:
+            print(f"loadertune: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        self._run(plan)
+
+    def _plan(self, arguments: list[str]) -> SweepPlan:
+        assert self.config is not None
+        s = self.settings
+        if s.n_jobs > 1 and not s.allow_parallel_trials:
+            raise ConfigError(
+                "hydra.sweeper.n_jobs",
+                s.n_jobs,
+                "would run trials at the same time on this host, and concurrent trials "
+                "disturb each other's timings",
+                "keep n_jobs=1 and scale out with several hosts on one shared study, or set "
+                "hydra.sweeper.allow_parallel_trials=true to insist",
+            )
+        if s.report_every < 1:
+            raise ConfigError(
+                "hydra.sweeper.report_every",
+                s.report_every,
+                "must be >= 1",
+                "e.g. hydra.sweeper.report_every=5",
+            )
+        space, fixed = parse_params(s.params, arguments)
+        import torch  # once here, so every forked trial starts with it loaded
+
+        base_cfg = self._compose(self._first_point(space, fixed), job_num=0)
+        base = to_run_config(base_cfg)
+        from loadertune.trial import resolve_device
+        from loadertune.validation import validate
+
+        validate(base)
+        accelerator = torch.device(resolve_device(base.trial.device)).type in ("cuda", "xpu")
+        output_root = base.paths.output_root
+        storage = _study.absolute_storage(s.storage, output_root)
+        choices = {g: getattr(base, g).name for g in ("dataset", "storage", "model")}
+        measured: dict[str, Any] = {
+            k: OmegaConf.to_container(base_cfg[k], resolve=True)
+            for k in ("dataset", "storage", "model", "loader", "trial")
+        }
+        for key in space:  # swept keys are not part of the workload's identity
+            section, _, name = plain_key(key).partition(".")
+            if isinstance(measured.get(section), dict):
+                measured[section].pop(name, None)
+        name = s.study_name or _study.default_study_name(choices, measured)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        noop = [k for k in space if not applies(k, 1, accelerator)]
+        return SweepPlan(space, fixed, base, accelerator, storage, name, sweep_dir, noop)
+
+    def _first_point(self, space: dict[str, BaseDistribution], fixed: dict[str, str]) -> list[str]:
+        """Overrides for one representative trial: fixed values and each space's first value."""
+        values: dict[str, Any] = {}
+        for key, dist in space.items():
+            if isinstance(dist, CategoricalDistribution):
+                values[key] = dist.choices[0]
+            elif isinstance(dist, IntDistribution | FloatDistribution):
+                values[key] = dist.low
+        return self._overrides(values, fixed, accelerator=False)
+
+    def _overrides(
+        self, values: dict[str, Any], fixed: dict[str, str], accelerator: bool
+    ) -> list[str]:
+        workers = self._num_workers(values, fixed)
+        lines = [f"{k}={v}" for k, v in fixed.items() if applies(k, workers, accelerator)]
+        lines += [
+            f"{k}={_render(v)}" for k, v in values.items() if applies(k, workers, accelerator)
+        ]
+        return lines
+
+    def _num_workers(self, values: dict[str, Any], fixed: dict[str, str]) -> int:
+        for source in (values, fixed):
+            for key, value in source.items():
+                if plain_key(key) == "loader.num_workers":
+                    return int(value)
+        assert self.config is not None
+        return int(self.config.loader.num_workers)
+
+    def _compose(self, overrides: list[str], job_num: int) -> DictConfig:
+        assert self.hydra_context is not None and self.config is not None
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(cfg):
+            cfg.hydra.job.id = str(job_num)
+            cfg.hydra.job.num = job_num
+        return cfg
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def _run(self, plan: SweepPlan) -> None:
+        s = self.settings
+        sampler = create_sampler(s.sampler, plan.space)
+        pruner = create_pruner(s.pruner)
+        study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
+        orphans = _study.fail_orphaned_trials(study)
+        plan.sweep_dir.mkdir(parents=True, exist_ok=True)
+        assert self.config is not None
+        OmegaConf.save(self.config, plan.sweep_dir / "multirun.yaml")
+        budget = s.n_trials
+        if s.max_trials_total is not None:
+            budget = min(budget, max(0, s.max_trials_total - _study.finished_count(study)))
+        recorder = SweepRecorder(
+            plan.base.tracking,
+            plan.base.paths.output_root,
+            study,
+            plan.storage,
+            str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1],
+        )
+        view = _console.SweepView(study, budget, plan, orphans)
+        ran = failed = 0
+        status = "FINISHED"
+        try:
+            while ran < budget:
+                if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
+                    view.note("the grid is covered: every point has been measured")
+                    break
+                state = self._one_trial(study, plan, recorder, view, ran + 1)
+                ran += 1
+                failed += state == TrialState.FAIL
+                if failed and failed / ran > s.max_failure_rate:
+                    view.note(
+                        f"stopping: {failed} of {ran} trials failed, above "
+                        f"hydra.sweeper.max_failure_rate={s.max_failure_rate}"
+                    )
+                    status = "FAILED"
+                    break
+        except KeyboardInterrupt:
+            status = "KILLED"
+            view.note("interrupted: the sweep stops; every finished trial is recorded")
+        finally:
+            results = results_yaml(study, plan.storage)
+            write_results(plan.sweep_dir, results)
+            if status == "FINISHED" or results.get("best_value") is not None:
+                recorder.finish(study, plan.sweep_dir, results)
+                if status != "FINISHED":
+                    recorder.abort(status)
+            else:
+                recorder.abort(status)
+            view.final(results, plan.sweep_dir)
+
+    def _one_trial(
+        self,
+        study: optuna.Study,
+        plan: SweepPlan,
+        recorder: SweepRecorder,
+        view: _console.SweepView,
+        index: int,
+    ) -> TrialState:
+        trial = study.ask()
+        _study.claim(trial)
+        values = self._suggest(trial, plan)
+        overrides = self._overrides(values, plan.fixed, plan.accelerator)
+        trial.set_user_attr("overrides", overrides)
+        job_cfg = self._compose(overrides, job_num=trial.number)
+        resolved = OmegaConf.to_yaml(
+            {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
+        )
+        try:
+            config = to_run_config(job_cfg)
+            from loadertune.validation import validate
+
+            validate(config)
+        except ConfigError as exc:
+            return self._finish(
+                study,
+                trial,
+                TrialState.PRUNED,
+                None,
+                recorder,
+                view,
+                index,
+                reason="invalid_config",
+                error=str(exc),
+                yaml=resolved,
+            )
+        key = effective_key(config, plan.accelerator)
+        trial.set_user_attr(EFFECTIVE_KEY, key)
+        earlier = _same_measurement(study, key, trial.number)
+        if earlier is not None:
+            trial.set_user_attr(REPEAT_OF, earlier.number)
+            return self._finish(
+                study,
+                trial,
+                TrialState.COMPLETE,
+                earlier.value,
+                recorder,
+                view,
+                index,
+                config=config,
+                yaml=resolved,
+                repeat_of=earlier,
+            )
+        outcome = self._measure(trial, job_cfg, config)
+        if outcome.status == "complete" and outcome.result is not None:
+            return self._finish(
+                study,
+                trial,
+                TrialState.COMPLETE,
+                outcome.result.objective,
+                recorder,
+                view,
+                index,
+                config=config,
+                yaml=resolved,
+                outcome=outcome,
+            )
+        state = TrialState.PRUNED if outcome.status == "pruned" else TrialState.FAIL
+        if outcome.reason == "invalid_config":
+            state = TrialState.PRUNED
+        return self._finish(
+            study,
+            trial,
+            state,
+            None,
+            recorder,
+            view,
+            index,
+            config=config,
+            yaml=resolved,
+            outcome=outcome,
+            reason=outcome.reason,
+            error=outcome.error,
+        )
+
+    def _suggest(self, trial: optuna.Trial, plan: SweepPlan) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for key in suggestion_order(list(plan.space)):
+            workers = self._num_workers(values, plan.fixed)
+            if not applies(key, workers, plan.accelerator):
+                continue
+            values[key] = _suggest_one(trial, key, plan.space[key])
+        return values
+
+    def _measure(self, trial: optuna.Trial, job_cfg: DictConfig, config: RunConfig) -> TrialOutcome:
+        from loadertune.timing import summarize
+
+        assert self.hydra_context is not None and self.task_function is not None
+
+        def on_progress(steps: list[Any]) -> bool:
+            trial.report(summarize(steps).time_per_sample_ms, step=len(steps))
+            return trial.should_prune()
+
+        limit = config.trial.time_limit_s * 1.5 + 120.0
+        return run_trial_process(
+            self.hydra_context,
+            self.task_function,
+            job_cfg,
+            on_progress,
+            self.settings.report_every,
+            limit,
+        )
+
+    def _finish(
+        self,
+        study: optuna.Study,
+        trial: optuna.Trial,
+        state: TrialState,
+        value: float | None,
+        recorder: SweepRecorder,
+        view: _console.SweepView,
+        index: int,
+        *,
+        config: RunConfig | None = None,
+        yaml: str = "",
+        outcome: TrialOutcome | None = None,
+        reason: str | None = None,
+        error: str | None = None,
+        repeat_of: optuna.trial.FrozenTrial | None = None,
+    ) -> TrialState:
+        if reason:
+            trial.set_user_attr(_study.REASON, reason)
+        if error:
+            trial.set_user_attr("error", error[-4000:])
+        if outcome is not None:
+            trial.set_user_attr("wall_s", round(outcome.wall_s, 3))
+            trial.set_user_attr("timed_steps", len(outcome.steps))
+        try:
+            study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        except RuntimeError as exc:  # GridSampler calls study.stop() once the grid is covered
+            if "Study.stop" not in str(exc):
+                raise
+        frozen = study._storage.get_trial(trial._trial_id)
+        tags = {"reason": reason} if reason else {}
+        result = outcome.result if outcome else None
+        steps = outcome.steps if outcome else []
+        if repeat_of is not None:
+            tags["repeat_of"] = str(repeat_of.number)
+        recorder.record_trial(frozen, config, result, steps, yaml, tags)
+        view.trial(index, frozen, result)
+        return state
+
+
+def _same_measurement(study: optuna.Study, key: str, number: int) -> Any:
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.number != number and t.user_attrs.get(EFFECTIVE_KEY) == key:
+            return t
+    return None
+
+
+def _suggest_one(trial: optuna.Trial, key: str, dist: BaseDistribution) -> Any:
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(key, dist.choices)
+    raise TypeError(f"{key}: unsupported distribution {dist!r}")
+
+
+def _render(value: Any) -> str:
+    """A Python value as override text Hydra parses back to the same value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        parser = OverridesParser.create()
+        try:
+            if parser.parse_override(f"k={value}").value() == value:
+                return value
+        except Exception:
+            pass
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)

@@ -1,0 +1,67 @@
+"""Which loader settings matter for a trial, and when two trials measure the same thing.
+
+A sweep should not spend trials on settings that change nothing: ``prefetch_factor``,
+``persistent_workers`` and ``multiprocessing_context`` only exist with workers, and
+``pin_memory``/``non_blocking`` only act on an accelerator. The sweeper asks these rules
+before suggesting a parameter, and answers a trial whose *effective* settings equal an
+earlier trial's from that measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, replace
+from typing import Any
+
+from loadertune.config import RunConfig
+
+NEEDS_WORKERS = frozenset(
+    {"loader.prefetch_factor", "loader.persistent_workers", "loader.multiprocessing_context"}
+)
+NEEDS_ACCELERATOR = frozenset({"loader.pin_memory", "loader.non_blocking"})
+DEFAULT_PREFETCH_FACTOR = 2  # PyTorch's value when prefetch_factor is None and workers > 0
+
+
+def plain_key(key: str) -> str:
+    """``+loader.x`` / ``++loader.x`` -> ``loader.x``."""
+    return key.lstrip("+")
+
+
+def applies(key: str, num_workers: int, accelerator: bool) -> bool:
+    """Whether the setting ``key`` can change a trial with these workers on this device."""
+    name = plain_key(key)
+    if name in NEEDS_WORKERS:
+        return num_workers > 0
+    if name in NEEDS_ACCELERATOR:
+        return accelerator
+    return True
+
+
+def suggestion_order(keys: list[str]) -> list[str]:
+    """``loader.num_workers`` first, since other settings depend on it; the rest as given."""
+    return sorted(keys, key=lambda k: plain_key(k) != "loader.num_workers")
+
+
+def effective_key(config: RunConfig, accelerator: bool) -> str:
+    """A digest of what a trial actually measures: two equal keys measure the same thing."""
+    loader = config.loader
+    if loader.num_workers == 0:
+        loader = replace(
+            loader, prefetch_factor=None, persistent_workers=False, multiprocessing_context=None
+        )
+    elif loader.prefetch_factor is None:
+        loader = replace(loader, prefetch_factor=DEFAULT_PREFETCH_FACTOR)
+    if not accelerator:
+        loader = replace(loader, pin_memory=False, non_blocking=False)
+    measured: Mapping[str, Any] = {
+        "dataset": asdict(config.dataset),
+        "storage": asdict(config.storage),
+        "model": asdict(config.model),
+        "loader": asdict(loader),
+        "trial": asdict(config.trial),
+    }
+    return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]

@@ -58,6 +58,42 @@ def _hydra_main(cfg: DictConfig) -> float:
     return run_from_hydra(cfg)
 
 
+def sweeper_shortcuts(argv: list[str]) -> list[str]:
+    """Rewrite two command-line forms users bring from the YAML into what Hydra accepts.
+
+    ``hydra.sweeper.sampler=grid`` (and ``pruner``) selects the config group option, as
+    ``hydra/sweeper/sampler=grid`` does, keeping the option's defaults. In a multirun,
+    ``hydra.sweeper.params.<key>=<sweep>`` becomes ``<key>=<sweep>``: in YAML, ``hydra.sweeper.params`` maps dotted config keys to sweep expressions. On the
+    command line Hydra would read the dots as nesting and refuse a sweep over its own config
+    ("Sweeping over Hydra's configuration is not supported"), so the argument is handed to
+    the sweeper as the equivalent sweep override, which wins over ``params`` as it would.
+    """
+    multirun = bool({"-m", "--multirun"} & set(argv))
+    out = []
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if key in _GROUPS and value.isidentifier():
+            out.append(f"{_GROUPS[key]}={value}")
+            continue
+        if not multirun:
+            out.append(arg)
+            continue
+        prefix = key[: len(key) - len(key.lstrip("+"))]
+        plain = key.lstrip("+")
+        if sep and plain.startswith(_PARAMS) and len(plain) > len(_PARAMS):
+            arg = f"{prefix}{plain[len(_PARAMS) :]}={value}"
+        out.append(arg)
+    return out
+
+
+_PARAMS = "hydra.sweeper.params."
+_GROUPS = {
+    "hydra.sweeper.sampler": "hydra/sweeper/sampler",
+    "hydra.sweeper.pruner": "hydra/sweeper/pruner",
+}
+
+
 def main() -> None:
     """Console-script entry point."""
+    sys.argv = sweeper_shortcuts(sys.argv)
     _hydra_main()

@@ -101,8 +101,12 @@ def mlflow_run(
     tracking: TrackingConfig, output_root: str, run_name: str | None = None, **kwargs: Any
 ) -> Iterator[Any]:
     """Start an MLflow run in the configured store and experiment; FAILED if the body raises."""
+    import logging
+
     import mlflow
 
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     mlflow.set_tracking_uri(tracking_uri(tracking, output_root))
     mlflow.set_experiment(tracking.experiment)
     with mlflow.start_run(run_name=run_name or tracking.run_name, **kwargs) as run:

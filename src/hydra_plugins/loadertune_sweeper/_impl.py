@@ -26,7 +26,13 @@ from optuna.trial import TrialState
 
 from loadertune.config import RunConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.search_rules import applies, effective_key, plain_key, suggestion_order
+from loadertune.search_rules import (
+    NEEDS_WORKERS,
+    applies,
+    effective_key,
+    plain_key,
+    suggestion_order,
+)
 
 from . import _console, _study
 from ._record import SweepRecorder, results_yaml, write_results
@@ -142,7 +148,9 @@ class SweepEngine:
                 measured[section].pop(name, None)
         name = s.study_name or _study.default_study_name(choices, measured)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        # Settings that cannot act on this device are not searched at all (not even by a grid).
         noop = [k for k in space if not applies(k, 1, accelerator)]
+        space = {k: v for k, v in space.items() if k not in noop}
         return SweepPlan(space, fixed, base, accelerator, storage, name, sweep_dir, noop)
 
     def _first_point(self, space: dict[str, BaseDistribution], fixed: dict[str, str]) -> list[str]:
@@ -185,6 +193,7 @@ class SweepEngine:
 
     def _run(self, plan: SweepPlan) -> None:
         s = self.settings
+        _quiet_libraries()
         sampler = create_sampler(s.sampler, plan.space)
         pruner = create_pruner(s.pruner)
         study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
@@ -321,10 +330,16 @@ class SweepEngine:
     def _suggest(self, trial: optuna.Trial, plan: SweepPlan) -> dict[str, Any]:
         values: dict[str, Any] = {}
         for key in suggestion_order(list(plan.space)):
-            workers = self._num_workers(values, plan.fixed)
+            needs_workers = plain_key(key) in NEEDS_WORKERS
+            workers = self._num_workers(values, plan.fixed) if needs_workers else 0
             if not applies(key, workers, plan.accelerator):
                 continue
             values[key] = _suggest_one(trial, key, plan.space[key])
+        if self.settings.custom_search_space:
+            from hydra.utils import get_method
+
+            get_method(self.settings.custom_search_space)(self.config, trial)
+            values.update({k: v for k, v in trial.params.items() if k not in values})
         return values
 
     def _measure(self, trial: optuna.Trial, job_cfg: DictConfig, config: RunConfig) -> TrialOutcome:
@@ -384,6 +399,13 @@ class SweepEngine:
         recorder.record_trial(frozen, config, result, steps, yaml, tags)
         view.trial(index, frozen, result)
         return state
+
+
+def _quiet_libraries() -> None:
+    """Keep the sweep's console to loadertune's own lines: libraries log at WARNING."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for name in ("mlflow", "matplotlib", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _same_measurement(study: optuna.Study, key: str, number: int) -> Any:

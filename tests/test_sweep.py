@@ -1,0 +1,213 @@
+"""``loadertune -m`` end to end in a subprocess, against temporary SQLite stores."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from tests.conftest import FIXTURES, with_tiny
+
+pytestmark = pytest.mark.slow
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def sweep(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    """Run ``loadertune -m`` with tiny sizes, writing everything under ``out``."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    script = str(Path(sys.executable).with_name("loadertune"))
+    return subprocess.run(
+        [script, "-m", f"paths.output_root={out}", *with_tiny(overrides)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=out,
+    )
+
+
+def study_at(out: Path, name: str = "s") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'optuna.db'}")
+
+
+def mlflow_runs(out: Path) -> tuple[Any, list[Any], Any]:
+    """(sweep parent runs, trial child runs, client) in ``out``'s MLflow store."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("loadertune")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("loadertune.kind") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("loadertune.kind") == "trial"]
+    return parents, children, client
+
+
+NAMED = ["hydra.sweeper.study_name=s", "model=simulated", "model.step_ms=2"]
+
+
+def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.params.loader.num_workers=int(interval(0,2))",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "trials, fastest first" in proc.stdout
+    (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
+    results = (sweep_dir / "optimization_results.yaml").read_text()
+    assert "best_params:" in results
+    assert "study_name: s" in results
+    assert (sweep_dir / "multirun.yaml").exists()
+
+    study = study_at(tmp_path)
+    assert len(study.trials) == 3
+    assert all(t.state == TrialState.COMPLETE for t in study.trials)
+    parents, children, client = mlflow_runs(tmp_path)
+    (parent,) = parents
+    assert parent.info.status == "FINISHED"
+    assert parent.data.tags["optuna.study_name"] == "s"
+    assert parent.data.metrics["best_time_per_sample_ms"] == pytest.approx(study.best_value)
+    assert len(children) == 3
+    by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
+    for t in study.trials:
+        child = by_number[t.number]
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.data.tags["optuna.state"] == "COMPLETE"
+        assert child.info.status == "FINISHED"
+        assert child.data.params["loader.num_workers"] == str(t.params["loader.num_workers"])
+        assert child.data.metrics["time_per_sample_ms"] == pytest.approx(t.value)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"optimization_results.yaml", "trials.csv", "optimization_history.png"} <= artifacts
+    # Each trial ran in its own Hydra job directory, named by its Optuna trial number.
+    assert {p.name for p in sweep_dir.iterdir() if p.is_dir()} == {"0", "1", "2"}
+
+
+def test_running_again_continues_the_study(tmp_path: Path) -> None:
+    args = [*NAMED, "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler=random"]
+    assert sweep(tmp_path, *args).returncode == 0
+    second = sweep(tmp_path, *args)
+    assert second.returncode == 0, second.stderr
+    assert "2 earlier trials" in second.stdout
+    assert len(study_at(tmp_path).trials) == 4
+    parents, children, _ = mlflow_runs(tmp_path)
+    assert len(parents) == 2
+    assert len(children) == 4
+
+
+def test_max_trials_total_caps_the_study(tmp_path: Path) -> None:
+    args = [*NAMED, "hydra.sweeper.n_trials=2", "hydra.sweeper.max_trials_total=3"]
+    assert sweep(tmp_path, *args).returncode == 0
+    assert sweep(tmp_path, *args).returncode == 0
+    assert len(study_at(tmp_path).trials) == 3
+
+
+def test_grid_covers_a_small_grid_exactly_once(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        "hydra.sweeper.sampler=grid",
+        "hydra.sweeper.n_trials=10",
+        "hydra.sweeper.params.loader.num_workers=range(0,3)",
+        "hydra.sweeper.params.loader.prefetch_factor=2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "the grid is covered" in proc.stdout
+    trials = study_at(tmp_path).trials
+    assert sorted(t.params["loader.num_workers"] for t in trials) == [0, 1, 2]
+
+
+def test_same_effective_settings_are_not_measured_again(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 4})
+    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 8})
+    proc = sweep(tmp_path, *NAMED, "hydra.sweeper.n_trials=2")
+    assert proc.returncode == 0, proc.stderr
+    first, second = study_at(tmp_path).trials
+    assert first.params == second.params == {"loader.num_workers": 0}
+    assert second.user_attrs["repeat_of"] == first.number
+    assert second.value == first.value
+    _, children, _ = mlflow_runs(tmp_path)
+    repeats = [c for c in children if c.data.tags.get("repeat_of") == str(first.number)]
+    assert len(repeats) == 1
+
+
+def test_hopeless_trial_is_pruned_with_the_steps_it_ran(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    for step_ms in (1, 1, 80):
+        study.enqueue_trial({"model.step_ms": step_ms})
+    proc = sweep(
+        tmp_path,
+        "hydra.sweeper.study_name=s",
+        "model=simulated",
+        "hydra.sweeper.n_trials=3",
+        "hydra.sweeper.params.model.step_ms=choice(1,80)",
+        "trial.steps=12",
+        "hydra.sweeper.report_every=2",
+        "hydra.sweeper.pruner.n_startup_trials=2",
+        "hydra.sweeper.pruner.n_warmup_steps=0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    trials = study_at(tmp_path).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2 + [TrialState.PRUNED]
+    pruned = trials[2]
+    assert pruned.intermediate_values
+    assert max(pruned.intermediate_values) < 12
+    _, children, client = mlflow_runs(tmp_path)
+    (child,) = [c for c in children if c.data.tags["optuna.trial_number"] == "2"]
+    assert child.info.status == "KILLED"
+    assert child.data.tags["optuna.state"] == "PRUNED"
+    history = client.get_metric_history(child.info.run_id, "step_time_ms")
+    assert 2 <= len(history) < 12
+
+
+def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    optuna.create_study(storage=storage, study_name="s")
+    code = (
+        "import optuna, sys; sys.path.insert(0, 'src');"
+        "from hydra_plugins.loadertune_sweeper import _study;"
+        f"s = optuna.load_study(study_name='s', storage='{storage}');"
+        "t = s.ask(); _study.claim(t)"
+    )
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+    assert study_at(tmp_path).trials[0].state == TrialState.RUNNING
+    proc = sweep(tmp_path, *NAMED, "hydra.sweeper.n_trials=1")
+    assert proc.returncode == 0, proc.stderr
+    assert "left RUNNING" in proc.stdout
+    orphan, new = study_at(tmp_path).trials
+    assert orphan.state == TrialState.FAIL
+    assert orphan.user_attrs["reason"] == "interrupted"
+    assert new.state == TrialState.COMPLETE
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("hydra.sweeper.n_jobs=2", "hydra.sweeper.n_jobs=2: would run trials at the same time"),
+        ("loader.batch_size=0", "loader.batch_size=0: must be a positive integer"),
+        ("hydra.sweeper.params.loader.num_workers=glob(*)", "loader.num_workers=glob(*)"),
+    ],
+)
+def test_bad_sweep_input_is_one_line_before_any_trial(
+    tmp_path: Path, override: str, message: str
+) -> None:
+    proc = sweep(tmp_path, *NAMED, override)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"loadertune: error: {message}")
+    assert not (tmp_path / "optuna.db").exists()
+    assert not (tmp_path / "mlflow.db").exists()

@@ -1,0 +1,111 @@
+"""The sweeper's pieces: plugin discovery, conditional suggestions, override rendering."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from hydra.core.plugins import Plugins
+from hydra.plugins.sweeper import Sweeper
+from optuna.distributions import CategoricalDistribution, IntDistribution
+
+from hydra_plugins.loadertune_sweeper._impl import SweepEngine, SweepSettings, _render
+from loadertune.search_rules import applies, suggestion_order
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def test_plugin_is_discovered_by_hydra() -> None:
+    names = {p.__name__ for p in Plugins.instance().discover(Sweeper)}
+    assert "LoadertuneSweeper" in names
+
+
+SPACE = {
+    "loader.prefetch_factor": CategoricalDistribution([1, 2, 4]),
+    "loader.pin_memory": CategoricalDistribution([True, False]),
+    "loader.num_workers": IntDistribution(0, 3),
+}
+
+
+class _Plan:
+    def __init__(self, accelerator: bool) -> None:
+        self.space = SPACE
+        self.fixed: dict[str, str] = {}
+        self.accelerator = accelerator
+
+
+@pytest.mark.parametrize(
+    ("workers", "accelerator", "expected"),
+    [
+        (0, False, {"loader.num_workers"}),
+        (2, False, {"loader.num_workers", "loader.prefetch_factor"}),
+        (0, True, {"loader.num_workers", "loader.pin_memory"}),
+        (3, True, {"loader.num_workers", "loader.prefetch_factor", "loader.pin_memory"}),
+    ],
+)
+def test_conditional_parameters_are_suggested_only_where_they_act(
+    workers: int, accelerator: bool, expected: set[str]
+) -> None:
+    study = optuna.create_study()
+    study.enqueue_trial({"loader.num_workers": workers})
+    engine = SweepEngine(SweepSettings(sampler={}, pruner={}))
+    values = engine._suggest(study.ask(), _Plan(accelerator))  # type: ignore[arg-type]
+    assert set(values) == expected
+    assert values["loader.num_workers"] == workers
+
+
+def test_num_workers_is_suggested_first() -> None:
+    assert suggestion_order(list(SPACE))[0] == "loader.num_workers"
+    assert suggestion_order(["+loader.num_workers", "a"])[0] == "+loader.num_workers"
+
+
+@pytest.mark.parametrize(
+    ("key", "workers", "accelerator", "expected"),
+    [
+        ("loader.persistent_workers", 0, True, False),
+        ("+loader.multiprocessing_context", 1, False, True),
+        ("loader.non_blocking", 4, False, False),
+        ("loader.batch_size", 0, False, True),
+    ],
+)
+def test_applies(key: str, workers: int, accelerator: bool, expected: bool) -> None:
+    assert applies(key, workers, accelerator) is expected
+
+
+@pytest.mark.parametrize(
+    "value", [None, True, False, 3, 0.5, "fork", "a b", "x'y", "1", "null", "[1,2]"]
+)
+def test_render_round_trips_through_hydra(value: object) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_override(f"k={_render(value)}").value()
+    assert parsed == value
+    assert type(parsed) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["-m", "hydra.sweeper.params.loader.num_workers=int(interval(0,4))"],
+            ["-m", "loader.num_workers=int(interval(0,4))"],
+        ),
+        (
+            ["--multirun", "+hydra.sweeper.params.loader.x=choice(1,2)", "a=1"],
+            ["--multirun", "+loader.x=choice(1,2)", "a=1"],
+        ),
+        (
+            ["hydra.sweeper.params.loader.num_workers=3"],
+            ["hydra.sweeper.params.loader.num_workers=3"],
+        ),
+        (["-m", "hydra.sweeper.n_trials=3"], ["-m", "hydra.sweeper.n_trials=3"]),
+        (["-m", "hydra.sweeper.sampler=grid"], ["-m", "hydra/sweeper/sampler=grid"]),
+        (["hydra.sweeper.pruner=none"], ["hydra/sweeper/pruner=none"]),
+        (["-m", "hydra.sweeper.sampler.seed=3"], ["-m", "hydra.sweeper.sampler.seed=3"]),
+    ],
+)
+def test_sweeper_params_on_the_command_line_become_sweep_overrides(
+    argv: list[str], expected: list[str]
+) -> None:
+    from loadertune.cli import sweeper_shortcuts
+
+    assert sweeper_shortcuts(argv) == expected

@@ -63,8 +63,9 @@ def sweeper_shortcuts(argv: list[str]) -> list[str]:
 
     ``hydra.sweeper.sampler=grid`` (and ``pruner``) selects the config group option, as
     ``hydra/sweeper/sampler=grid`` does, keeping the option's defaults. In a multirun,
-    ``hydra.sweeper.params.<key>=<sweep>`` becomes ``<key>=<sweep>``: in YAML, ``hydra.sweeper.params`` maps dotted config keys to sweep expressions. On the
-    command line Hydra would read the dots as nesting and refuse a sweep over its own config
+    ``hydra.sweeper.params.<key>=<sweep>`` becomes ``<key>=<sweep>``. In YAML,
+    ``hydra.sweeper.params`` maps dotted config keys to sweep expressions; on the command
+    line Hydra would read the dots as nesting and refuse a sweep over its own config
     ("Sweeping over Hydra's configuration is not supported"), so the argument is handed to
     the sweeper as the equivalent sweep override, which wins over ``params`` as it would.
     """

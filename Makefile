@@ -17,8 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-run: setup  ## the main job on the embedded defaults
-	$(VENV)/bin/loadertune
+run: setup  ## the main job on the embedded defaults: the default sweep
+	$(VENV)/bin/loadertune -m
 
 trial: setup  ## one trial
 	$(VENV)/bin/loadertune
@@ -27,13 +27,13 @@ test: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/mypy
 
 format: setup
-	$(VENV)/bin/ruff check --fix src tests scripts
-	$(VENV)/bin/ruff format src tests scripts
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks
 
 clean:
 	rm -rf outputs .mypy_cache .ruff_cache .pytest_cache

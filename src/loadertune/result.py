@@ -28,6 +28,8 @@ class TrialResult:
         truncated: the time limit stopped the timed window early.
         warnings: warnings PyTorch raised while the loader ran (e.g. too many workers).
         machine: host, CPUs, memory, torch, GPU.
+        measure_s: from creating the iterator to the end of the timed window (first batch,
+            warm-up and timed steps): the part of a trial that is measurement, not set-up.
     """
 
     summary: TimingSummary
@@ -45,6 +47,7 @@ class TrialResult:
     machine: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     window_start: float = 0.0
+    measure_s: float = 0.0
 
     @property
     def objective(self) -> float:

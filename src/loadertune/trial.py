@@ -69,6 +69,7 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         )
         with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
             loop = _StepLoop(loader, device, effective.non_blocking, step_fn, sync, split_batch)
+            measure_start = time.perf_counter()
             first_batch_s = loop.first_batch()
             for _ in range(tc.warmup_steps):
                 record = loop.step(StepTimer())
@@ -110,6 +111,7 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         machine=machine_info(),
         warnings=sorted({str(w.message) for w in caught}),
         window_start=window_start,
+        measure_s=window_end - measure_start,
     )
 
 

@@ -25,7 +25,7 @@ class SweepView:
         self.study = study
         self.budget = budget
         self.console = Console()
-        earlier = len(study.trials) - len(orphans)
+        earlier = len([t for t in study.trials if t.state.is_finished()])
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
             f"{earlier} earlier trials; running {budget} now; sweep dir {plan.sweep_dir}"

@@ -198,6 +198,10 @@ class SweepEngine:
         pruner = create_pruner(s.pruner)
         study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
         orphans = _study.fail_orphaned_trials(study)
+        workers_key = [k for k in plan.space if plain_key(k) == "loader.num_workers"]
+        if not study.trials and workers_key:
+            # The default every user starts from, measured first in every new study.
+            study.enqueue_trial({workers_key[0]: 0}, user_attrs={"baseline": "default"})
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         assert self.config is not None
         OmegaConf.save(self.config, plan.sweep_dir / "multirun.yaml")
@@ -403,6 +407,8 @@ class SweepEngine:
 
 def _quiet_libraries() -> None:
     """Keep the sweep's console to loadertune's own lines: libraries log at WARNING."""
+    import mlflow  # noqa: F401  (mlflow sets its loggers' levels when imported)
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for name in ("mlflow", "matplotlib", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -35,6 +35,15 @@ class SweepView:
         if plan.noop:
             self.note(f"not searched (no effect on this device): {', '.join(plan.noop)}")
 
+    def dataset_bug(self, traceback: str) -> None:
+        """Say once that the dataset itself is broken, with the original traceback."""
+        self.console.print(
+            "[bold red]stopping: the first trials failed with the same error in the dataset, "
+            "whatever the loader settings. This is a bug in the dataset, not a setting to "
+            "tune; fix it and run the same command again (the study resumes).[/]"
+        )
+        self.console.print(traceback, markup=False, highlight=False)
+
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{text}")
 

@@ -7,12 +7,14 @@ when a sweep actually runs.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import optuna
+import psutil
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -26,6 +28,7 @@ from optuna.trial import TrialState
 
 from loadertune.config import RunConfig, to_run_config
 from loadertune.errors import ConfigError
+from loadertune.failures import INFEASIBLE
 from loadertune.search_rules import (
     NEEDS_WORKERS,
     applies,
@@ -35,8 +38,8 @@ from loadertune.search_rules import (
 )
 
 from . import _console, _study
-from ._record import SweepRecorder, results_yaml, write_results
-from ._runner import TrialOutcome, run_trial_process
+from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
+from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
 from ._search_space import parse_params
 
@@ -61,6 +64,9 @@ class SweepSettings:
     allow_parallel_trials: bool = False
     max_failure_rate: float = 0.0
     report_every: int = 5
+    memory_budget_mb: float | None = None
+    stall_timeout_s: float = 60.0
+    trial_timeout_s: float | None = None
     params: dict[str, str] | None = None
     custom_search_space: str | None = None
 
@@ -87,6 +93,14 @@ class SweepEngine:
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
+        self.parent_run_id: str | None = None
+        self._stop_requested = False
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """Ctrl-C: finish the current trial's record, then stop (a second one stops now)."""
+        if self._stop_requested:
+            raise KeyboardInterrupt
+        self._stop_requested = True
 
     def setup(
         self, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -199,7 +213,10 @@ class SweepEngine:
         study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
         orphans = _study.fail_orphaned_trials(study)
         workers_key = [k for k in plan.space if plain_key(k) == "loader.num_workers"]
-        if not study.trials and workers_key:
+        exhaustive = isinstance(
+            sampler, optuna.samplers.GridSampler | optuna.samplers.BruteForceSampler
+        )
+        if not study.trials and workers_key and not exhaustive:
             # The default every user starts from, measured first in every new study.
             study.enqueue_trial({workers_key[0]: 0}, user_attrs={"baseline": "default"})
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -216,16 +233,30 @@ class SweepEngine:
             str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1],
         )
         view = _console.SweepView(study, budget, plan, orphans)
+        limits_base = _memory_budget(s.memory_budget_mb)
+        recorder.record_orphans(study, orphans)
+        self.parent_run_id = recorder.parent_id
         ran = failed = 0
         status = "FINISHED"
+        bugs: list[str] = []
+        previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            while ran < budget:
+            while ran < budget and not self._stop_requested:
                 if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
                     view.note("the grid is covered: every point has been measured")
                     break
-                state = self._one_trial(study, plan, recorder, view, ran + 1)
+                verdict = self._one_trial(study, plan, limits_base)
+                self._record(study, verdict, recorder, view, ran + 1)
+                if verdict.reason == "interrupted":
+                    break
                 ran += 1
-                failed += state == TrialState.FAIL
+                failed += verdict.state == TrialState.FAIL
+                if verdict.measured:
+                    bugs.append(_signature(verdict) if verdict.reason == "dataset_error" else "")
+                if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
+                    view.dataset_bug(verdict.error or "")
+                    status = "FAILED"
+                    break
                 if failed and failed / ran > s.max_failure_rate:
                     view.note(
                         f"stopping: {failed} of {ran} trials failed, above "
@@ -234,29 +265,26 @@ class SweepEngine:
                     status = "FAILED"
                     break
         except KeyboardInterrupt:
-            status = "KILLED"
-            view.note("interrupted: the sweep stops; every finished trial is recorded")
+            self._stop_requested = True
         finally:
+            signal.signal(signal.SIGINT, previous_handler)
+            if self._stop_requested:
+                status = "KILLED"
+                view.note("interrupted: the sweep stops; every finished trial is recorded")
             results = results_yaml(study, plan.storage)
             write_results(plan.sweep_dir, results)
-            if status == "FINISHED" or results.get("best_value") is not None:
-                recorder.finish(study, plan.sweep_dir, results)
-                if status != "FINISHED":
-                    recorder.abort(status)
+            if results.get("best_value") is not None:
+                recorder.finish(study, plan.sweep_dir, results, status)
             else:
                 recorder.abort(status)
             view.final(results, plan.sweep_dir)
 
-    def _one_trial(
-        self,
-        study: optuna.Study,
-        plan: SweepPlan,
-        recorder: SweepRecorder,
-        view: _console.SweepView,
-        index: int,
-    ) -> TrialState:
+    def _one_trial(self, study: optuna.Study, plan: SweepPlan, memory_budget: int) -> _Verdict:
+        """Ask for settings and answer them: refused, repeated, or measured."""
         trial = study.ask()
         _study.claim(trial)
+        if self.parent_run_id:
+            trial.set_user_attr(PARENT_RUN, self.parent_run_id)
         values = self._suggest(trial, plan)
         overrides = self._overrides(values, plan.fixed, plan.accelerator)
         trial.set_user_attr("overrides", overrides)
@@ -264,72 +292,36 @@ class SweepEngine:
         resolved = OmegaConf.to_yaml(
             {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
         )
+        verdict = _Verdict(trial, TrialState.PRUNED, yaml=resolved)
         try:
-            config = to_run_config(job_cfg)
             from loadertune.validation import validate
 
-            validate(config)
+            verdict.config = to_run_config(job_cfg)
+            validate(verdict.config)
         except ConfigError as exc:
-            return self._finish(
-                study,
-                trial,
-                TrialState.PRUNED,
-                None,
-                recorder,
-                view,
-                index,
-                reason="invalid_config",
-                error=str(exc),
-                yaml=resolved,
-            )
-        key = effective_key(config, plan.accelerator)
+            verdict.reason, verdict.error = "invalid_config", str(exc)
+            return verdict
+        key = effective_key(verdict.config, plan.accelerator)
         trial.set_user_attr(EFFECTIVE_KEY, key)
         earlier = _same_measurement(study, key, trial.number)
         if earlier is not None:
             trial.set_user_attr(REPEAT_OF, earlier.number)
-            return self._finish(
-                study,
-                trial,
+            verdict.state, verdict.value, verdict.repeat_of = (
                 TrialState.COMPLETE,
                 earlier.value,
-                recorder,
-                view,
-                index,
-                config=config,
-                yaml=resolved,
-                repeat_of=earlier,
+                earlier,
             )
-        outcome = self._measure(trial, job_cfg, config)
+            return verdict
+        outcome = self._measure(trial, job_cfg, verdict.config, memory_budget)
+        verdict.outcome = outcome
+        verdict.reason, verdict.error = outcome.reason, outcome.error
         if outcome.status == "complete" and outcome.result is not None:
-            return self._finish(
-                study,
-                trial,
-                TrialState.COMPLETE,
-                outcome.result.objective,
-                recorder,
-                view,
-                index,
-                config=config,
-                yaml=resolved,
-                outcome=outcome,
-            )
-        state = TrialState.PRUNED if outcome.status == "pruned" else TrialState.FAIL
-        if outcome.reason == "invalid_config":
-            state = TrialState.PRUNED
-        return self._finish(
-            study,
-            trial,
-            state,
-            None,
-            recorder,
-            view,
-            index,
-            config=config,
-            yaml=resolved,
-            outcome=outcome,
-            reason=outcome.reason,
-            error=outcome.error,
-        )
+            verdict.state, verdict.value = TrialState.COMPLETE, outcome.result.objective
+        elif outcome.status == "pruned" or outcome.reason in INFEASIBLE:
+            verdict.state = TrialState.PRUNED
+        else:
+            verdict.state = TrialState.FAIL
+        return verdict
 
     def _suggest(self, trial: optuna.Trial, plan: SweepPlan) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -346,63 +338,109 @@ class SweepEngine:
             values.update({k: v for k, v in trial.params.items() if k not in values})
         return values
 
-    def _measure(self, trial: optuna.Trial, job_cfg: DictConfig, config: RunConfig) -> TrialOutcome:
+    def _measure(
+        self, trial: optuna.Trial, job_cfg: DictConfig, config: RunConfig, memory_budget: int
+    ) -> TrialOutcome:
         from loadertune.timing import summarize
 
         assert self.hydra_context is not None and self.task_function is not None
+        s = self.settings
 
         def on_progress(steps: list[Any]) -> bool:
             trial.report(summarize(steps).time_per_sample_ms, step=len(steps))
             return trial.should_prune()
 
-        limit = config.trial.time_limit_s * 1.5 + 120.0
+        limits = Limits(
+            wall_s=s.trial_timeout_s or config.trial.time_limit_s + 120.0,
+            stall_s=s.stall_timeout_s,
+            memory_bytes=memory_budget,
+        )
         return run_trial_process(
             self.hydra_context,
             self.task_function,
             job_cfg,
             on_progress,
-            self.settings.report_every,
-            limit,
+            s.report_every,
+            limits,
+            lambda: self._stop_requested,
         )
 
-    def _finish(
+    def _record(
         self,
         study: optuna.Study,
-        trial: optuna.Trial,
-        state: TrialState,
-        value: float | None,
+        v: _Verdict,
         recorder: SweepRecorder,
         view: _console.SweepView,
         index: int,
-        *,
-        config: RunConfig | None = None,
-        yaml: str = "",
-        outcome: TrialOutcome | None = None,
-        reason: str | None = None,
-        error: str | None = None,
-        repeat_of: optuna.trial.FrozenTrial | None = None,
-    ) -> TrialState:
-        if reason:
-            trial.set_user_attr(_study.REASON, reason)
-        if error:
-            trial.set_user_attr("error", error[-4000:])
+    ) -> None:
+        """Tell Optuna, then record the trial in MLflow and on the console."""
+        trial, outcome = v.trial, v.outcome
+        if v.reason:
+            trial.set_user_attr(_study.REASON, v.reason)
+        if v.error:
+            trial.set_user_attr("error", v.error[-4000:])
         if outcome is not None:
-            trial.set_user_attr("wall_s", round(outcome.wall_s, 3))
+            for name in ("wall_s", "leaked_processes", "shm_files_removed", "oom_kills"):
+                trial.set_user_attr(name, round(getattr(outcome, name), 3))
             trial.set_user_attr("timed_steps", len(outcome.steps))
+            trial.set_user_attr("peak_memory_mb", round(outcome.peak_memory_bytes / 2**20, 1))
         try:
-            study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+            study.tell(trial, v.value if v.state == TrialState.COMPLETE else None, state=v.state)
         except RuntimeError as exc:  # GridSampler calls study.stop() once the grid is covered
             if "Study.stop" not in str(exc):
                 raise
         frozen = study._storage.get_trial(trial._trial_id)
-        tags = {"reason": reason} if reason else {}
+        tags = {"reason": v.reason} if v.reason else {}
+        if v.repeat_of is not None:
+            tags["repeat_of"] = str(v.repeat_of.number)
+        if outcome is not None and (outcome.leaked_processes or outcome.shm_files_removed):
+            tags["cleanup"] = (
+                f"killed {outcome.leaked_processes} leftover processes, removed "
+                f"{outcome.shm_files_removed} /dev/shm files"
+            )
         result = outcome.result if outcome else None
-        steps = outcome.steps if outcome else []
-        if repeat_of is not None:
-            tags["repeat_of"] = str(repeat_of.number)
-        recorder.record_trial(frozen, config, result, steps, yaml, tags)
+        from mlflow.exceptions import MlflowException
+
+        try:
+            recorder.record_trial(
+                frozen, v.config, result, outcome.steps if outcome else [], v.yaml, tags
+            )
+        except MlflowException as exc:  # Optuna holds the trial; say so and carry on
+            view.note(f"trial {frozen.number} is in Optuna but MLflow refused it: {exc}")
         view.trial(index, frozen, result)
-        return state
+
+
+@dataclass
+class _Verdict:
+    """How one trial is answered, before it is told and recorded."""
+
+    trial: optuna.Trial
+    state: TrialState
+    value: float | None = None
+    reason: str | None = None
+    error: str | None = None
+    yaml: str = ""
+    config: RunConfig | None = None
+    outcome: TrialOutcome | None = None
+    repeat_of: optuna.trial.FrozenTrial | None = None
+
+    @property
+    def measured(self) -> bool:
+        """A trial process ran (not refused, not a repeat)."""
+        return self.outcome is not None
+
+
+def _signature(v: _Verdict) -> str:
+    """The last line of a failure's traceback: the same bug gives the same line."""
+    lines = (v.error or "").strip().splitlines()
+    return lines[-1] if lines else "?"
+
+
+def _memory_budget(budget_mb: float | None) -> int:
+    """The process-tree budget: as configured, or 3/4 of the memory available now."""
+    if budget_mb is not None:
+        return int(budget_mb * 2**20)
+    return int(psutil.virtual_memory().available * 0.75)
 
 
 def _quiet_libraries() -> None:

@@ -6,6 +6,7 @@ killed by the kernel is still recorded here, with what it measured before it die
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
@@ -23,6 +24,7 @@ from loadertune.timing import StepRecord, summarize
 
 _log = logging.getLogger(__name__)
 
+PARENT_RUN = "mlflow_parent_run_id"
 MLFLOW_STATUS = {
     TrialState.COMPLETE: "FINISHED",
     TrialState.PRUNED: "KILLED",
@@ -118,18 +120,25 @@ class SweepRecorder:
         if frozen.user_attrs.get("error"):
             self.client.log_text(run_id, str(frozen.user_attrs["error"]), "error.txt")
         for key, value in frozen.params.items():
-            self.client.set_tag(run_id, f"optuna.param.{key}", str(value))
+            self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", str(value))
         self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"))
         return run_id
 
-    def finish(self, study: optuna.Study, sweep_dir: Path, results: dict[str, Any]) -> None:
+    def finish(
+        self,
+        study: optuna.Study,
+        sweep_dir: Path,
+        results: dict[str, Any],
+        status: str = "FINISHED",
+    ) -> None:
         """Best params and value, the trials table and Optuna's plots on the parent run."""
         if not self.enabled or self.parent_id is None:
             return
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
-        params = [Param(f"best.{k}", str(v)) for k, v in (results.get("best_params") or {}).items()]
+        best = (results.get("best_params") or {}).items()
+        params = [Param(f"best.{k.lstrip('+')}", str(v)) for k, v in best]
         metrics = []
         if results.get("best_value") is not None:
             metrics = [
@@ -144,7 +153,32 @@ class SweepRecorder:
             for name in save_plots(study, Path(tmp)):
                 _log.debug("plot %s", name)
             self.client.log_artifacts(self.parent_id, tmp)
-        self.client.set_terminated(self.parent_id, "FINISHED")
+        self.client.set_terminated(self.parent_id, status)
+
+    def record_orphans(self, study: optuna.Study, numbers: list[int]) -> None:
+        """Record trials a dead sweep left RUNNING: a FAILED child under the dead sweep's
+        parent run (ended KILLED if it was left RUNNING too), so MLflow agrees with Optuna."""
+        if not self.enabled or not numbers:
+            return
+        for number in numbers:
+            frozen = study.trials[number]
+            parent = frozen.user_attrs.get(PARENT_RUN) or self.parent_id
+            with contextlib.suppress(Exception):  # the dead sweep's run may be elsewhere
+                old = self.client.get_run(str(parent))
+                if old.info.status == "RUNNING":
+                    self.client.set_terminated(old.info.run_id, "KILLED")
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=f"trial {number}",
+                tags={
+                    "mlflow.parentRunId": str(parent),
+                    "loadertune.kind": "trial",
+                    "optuna.trial_number": str(number),
+                    "optuna.state": frozen.state.name,
+                    "reason": str(frozen.user_attrs.get("reason", "interrupted")),
+                },
+            )
+            self.client.set_terminated(run.info.run_id, "FAILED")
 
     def abort(self, status: str = "KILLED") -> None:
         """End the parent run when the sweep stops early (Ctrl-C, an error)."""

@@ -3,13 +3,17 @@
 The child runs the app's task function through Hydra's ``run_job`` (so each trial has its
 job directory, ``.hydra/`` files and ``hydra.job.num`` as with any launcher) in a process
 group of its own, and streams each step back over a pipe. The parent keeps every step as it
-arrives, asks the pruner every ``report_every`` timed steps, and kills the whole group (the
-trial and its DataLoader workers) when the trial is pruned or over its wall-clock limit.
+arrives, so a trial the kernel kills is still recorded with what it measured. It asks the
+pruner every ``report_every`` timed steps, samples the child's process tree against the
+memory budget, and kills the whole group (the trial and its DataLoader workers) when the
+trial is pruned, over budget, stalled or over its wall-clock limit. Afterwards it checks that
+nothing of the trial survived: no process of its group, no ``torch_*`` file in /dev/shm.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -18,30 +22,50 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
+import psutil
 from hydra.core.utils import JobStatus, run_job
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from loadertune.failures import classify, classify_exit
+from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
 ProgressHook = Callable[[list[StepRecord]], bool]
+SHM = Path("/dev/shm")
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the sweep process enforces on a trial."""
+
+    wall_s: float  # from start to exit
+    stall_s: float  # longest silence (no step reported) before the trial counts as hung
+    memory_bytes: int  # process-tree PSS budget
+    memory_hz: float = 4.0  # how often the tree is sampled against the budget
 
 
 @dataclass
 class TrialOutcome:
     """How a trial's process ended, with everything it sent before."""
 
-    status: str  # "complete" | "pruned" | "failed"
+    status: str = "failed"  # "complete" | "pruned" | "failed"
     result: TrialResult | None = None
     steps: list[StepRecord] = field(default_factory=list)
     reason: str | None = None
     error: str | None = None
     exitcode: int | None = None
     wall_s: float = 0.0
+    peak_memory_bytes: int = 0
+    leaked_processes: int = 0
+    shm_files_removed: int = 0
+    oom_kills: int = 0
 
 
 def run_trial_process(
@@ -50,40 +74,80 @@ def run_trial_process(
     job_cfg: DictConfig,
     on_progress: ProgressHook,
     report_every: int,
-    wall_limit_s: float,
+    limits: Limits,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> TrialOutcome:
-    """Run ``task_function`` on ``job_cfg`` in a child process; never raises for the trial."""
+    """Run ``task_function`` on ``job_cfg`` in a child process; never raises for the trial.
+
+    When ``stop_requested()`` turns true (Ctrl-C in the sweep process) the trial is killed
+    and the outcome's reason is ``interrupted``; the caller records it and then stops.
+    """
     ctx = mp.get_context("fork")  # cheap: torch is already imported; not daemonic (workers)
     parent_end, child_end = ctx.Pipe(duplex=False)
     proc = ctx.Process(
         target=_child, args=(child_end, hydra_context, task_function, job_cfg), daemon=False
     )
+    shm_before = _shm_files()
+    oom_before = _oom_kills()
     start = time.perf_counter()
     proc.start()
     child_end.close()
-    outcome = _follow(proc, parent_end, on_progress, report_every, start + wall_limit_s)
-    outcome.wall_s = time.perf_counter() - start
+    outcome = TrialOutcome()
+    try:
+        _follow(proc, parent_end, on_progress, report_every, limits, start, outcome, stop_requested)
+    finally:
+        parent_end.close()
+        outcome.wall_s = time.perf_counter() - start
+        outcome.oom_kills = _oom_kills() - oom_before
+        _clean_up(int(proc.pid or 0), shm_before, outcome)
     return outcome
 
 
 def _follow(
-    proc: Any, conn: Connection, on_progress: ProgressHook, report_every: int, deadline: float
-) -> TrialOutcome:
-    outcome = TrialOutcome(status="failed")
+    proc: Any,
+    conn: Connection,
+    on_progress: ProgressHook,
+    report_every: int,
+    limits: Limits,
+    start: float,
+    outcome: TrialOutcome,
+    stop_requested: Callable[[], bool],
+) -> None:
+    guard = _MemoryGuard(proc.pid, limits)
+    last_heard = start
     while True:
-        if time.perf_counter() > deadline:
+        if stop_requested():
+            _kill_group(proc)
+            outcome.status, outcome.reason = "failed", "interrupted"
+            outcome.error = "Ctrl-C in the sweep process: the trial was stopped"
+            return
+        now = time.perf_counter()
+        if now - start > limits.wall_s or now - last_heard > limits.stall_s:
             _kill_group(proc)
             outcome.reason = "timeout"
-            outcome.error = "the trial exceeded its wall-clock limit and was killed"
-            break
+            which = "wall-clock limit" if now - start > limits.wall_s else "stall limit"
+            outcome.error = (
+                f"no progress: the trial passed its {which} "
+                f"({limits.wall_s if which.startswith('wall') else limits.stall_s:.0f} s, "
+                f"{len(outcome.steps)} timed steps done) and its process group was killed"
+            )
+            return
+        if guard.over_budget():
+            _kill_group(proc)
+            outcome.status, outcome.reason = "failed", "memory_budget"
+            outcome.error = (
+                f"the trial's process tree reached {guard.peak / 2**20:.0f} MB (PSS), past the "
+                f"memory budget of {limits.memory_bytes / 2**20:.0f} MB, and was stopped"
+            )
+            outcome.peak_memory_bytes = guard.peak
+            return
         try:
-            ready = conn.poll(0.1)
-            message = conn.recv() if ready else None
+            message = conn.recv() if conn.poll(0.05) else None
         except (EOFError, OSError):
-            proc.join()
             break
         if message is None:
             continue
+        last_heard = time.perf_counter()
         kind, payload = message
         if kind == "step":
             record, timed = payload
@@ -91,9 +155,8 @@ def _follow(
                 outcome.steps.append(record)
                 if len(outcome.steps) % report_every == 0 and on_progress(outcome.steps):
                     _kill_group(proc)
-                    outcome.status = "pruned"
-                    outcome.reason = "pruned"
-                    return outcome
+                    outcome.status = outcome.reason = "pruned"
+                    return
         elif kind == "result":
             outcome.result = payload
             outcome.status = "complete"
@@ -101,10 +164,34 @@ def _follow(
             outcome.reason, outcome.error = payload
     proc.join()
     outcome.exitcode = proc.exitcode
+    outcome.peak_memory_bytes = guard.peak
     if outcome.status != "complete" and outcome.reason is None:
-        outcome.reason = "trial_killed" if (proc.exitcode or 0) < 0 else "trial_crashed"
-        outcome.error = f"the trial process exited with status {proc.exitcode}"
-    return outcome
+        outcome.reason = classify_exit(proc.exitcode)
+        outcome.error = f"the trial process exited with status {proc.exitcode} and no error"
+
+
+class _MemoryGuard:
+    """Samples the trial's process tree a few times a second against the budget."""
+
+    def __init__(self, pid: int, limits: Limits) -> None:
+        self.limit = limits.memory_bytes
+        self.every = 1.0 / limits.memory_hz
+        self.next = time.perf_counter()
+        self.peak = 0
+        try:
+            self.monitor: ProcessTreeMonitor | None = ProcessTreeMonitor(pid, limits.memory_hz)
+        except psutil.Error:
+            self.monitor = None
+
+    def over_budget(self) -> bool:
+        if self.monitor is None or time.perf_counter() < self.next:
+            return False
+        self.next = time.perf_counter() + self.every
+        sample = self.monitor.sample()
+        if sample is None:
+            return False
+        self.peak = max(self.peak, sample.memory_bytes)
+        return sample.memory_bytes > self.limit
 
 
 def _kill_group(proc: Any) -> None:
@@ -114,13 +201,59 @@ def _kill_group(proc: Any) -> None:
     proc.join()
 
 
+def _group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(p.pid) == pgid and p.pid != os.getpid():
+                members.append(p)
+    return members
+
+
+def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
+    """Kill anything of the trial still alive, remove the shared-memory files it left."""
+    survivors = _group_members(pgid)
+    outcome.leaked_processes = len(survivors)
+    if survivors:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        psutil.wait_procs(survivors, timeout=5)
+    for name in _shm_files() - shm_before:
+        with contextlib.suppress(FileNotFoundError):
+            (SHM / name).unlink()
+            outcome.shm_files_removed += 1
+
+
+def _shm_files() -> set[str]:
+    try:
+        return {p.name for p in SHM.iterdir() if p.name.startswith("torch_")}
+    except OSError:
+        return set()
+
+
+def _oom_kills() -> int:
+    """The cgroup's OOM-kill counter (cgroup v2), to confirm a kill was the OOM killer's."""
+    try:
+        for line in Path("/sys/fs/cgroup/memory.events").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def _child(
     conn: Connection, hydra_context: HydraContext, task_function: TaskFunction, cfg: DictConfig
 ) -> None:
-    """The trial process: own process group, channel attached, the app's task via run_job."""
+    """The trial process: own process group, dies with the sweep, task via run_job."""
     from loadertune import channel
 
     os.setpgrp()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the sweep died before prctl took effect
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
     channel.attach(channel.TrialChannel(conn))
     try:
         ret = run_job(
@@ -131,22 +264,15 @@ def _child(
             job_subdir_key="hydra.sweep.subdir",
         )
         if ret.status == JobStatus.FAILED:
-            exc = ret._return_value
-            conn.send(("error", (_reason(exc), _tail(exc))))
+            _report(conn, ret._return_value)
     except BaseException as exc:  # report anything, then exit: the parent classifies
-        conn.send(("error", (_reason(exc), _tail(exc))))
+        _report(conn, exc)
     finally:
         conn.close()
 
 
-def _reason(exc: BaseException) -> str:
-    from loadertune.errors import ConfigError
-
-    if isinstance(exc, ConfigError):
-        return "invalid_config"
-    return "error"
-
-
-def _tail(exc: BaseException, lines: int = 30) -> str:
+def _report(conn: Connection, exc: BaseException) -> None:
     text = "".join(traceback.format_exception(exc))
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    tail = "\n".join(text.rstrip().splitlines()[-40:])
+    with contextlib.suppress(OSError):
+        conn.send(("error", (classify(type(exc).__name__, text), tail)))

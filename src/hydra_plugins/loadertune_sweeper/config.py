@@ -365,6 +365,20 @@ class LoadertuneSweeperConf:
     # so reports are batched rather than sent every step.
     report_every: int = 5
 
+    # Budget for the memory of a trial's process tree (main process and DataLoader workers,
+    # summed PSS), in MB. The sweep process samples the tree a few times a second and stops
+    # a trial that passes it (recorded PRUNED, reason memory_budget) before the machine swaps
+    # or the OOM killer strikes. null: 3/4 of the memory available when the sweep starts.
+    memory_budget_mb: float | None = None
+
+    # Seconds a trial may go without reporting a step before it counts as hung (reason
+    # timeout) and its whole process group is killed. Covers set-up and the first batch too.
+    stall_timeout_s: float = 60.0
+
+    # Wall-clock limit of one trial process in seconds. null: trial.time_limit_s + 120 s
+    # (the timed window's own limit plus room for set-up and worker start-up).
+    trial_timeout_s: float | None = None
+
     # Search space: one Hydra sweep expression per config key, e.g.
     #   loader.batch_size: choice(32, 64, 128)
     #   loader.num_workers: range(0, 9, 2)        # stop is exclusive: 0, 2, 4, 6, 8

@@ -1,0 +1,269 @@
+"""Trials that crash, hang or exhaust memory: classified, recorded in both stores, cleaned up.
+
+The datasets in ``fixtures_pkg/faulty_data.py`` really do it: a worker segfaults, raises
+SIGBUS, is SIGKILLed, hangs, leaks memory; a dataset cannot be pickled; a trial process is
+SIGKILLed; a dataset always raises. The sweep process is killed and resumed, and Ctrl-C'd.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from loadertune.failures import INFEASIBLE, REASONS, classify, classify_exit
+from tests.conftest import FIXTURES
+from tests.test_sweep import mlflow_runs, study_at
+
+FAULTY = [
+    "dataset=custom",
+    "dataset._target_=faulty_data.Faulty",
+    "model=simulated",
+    "model.step_ms=1",
+    "loader.batch_size=4",
+    "trial.warmup_steps=1",
+    "trial.steps=8",
+    "hydra.sweeper.study_name=s",
+    "hydra.sweeper.max_failure_rate=1.0",
+]
+
+
+def faulty_sweep(out: Path, *overrides: str, wait: bool = True) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    script = str(Path(sys.executable).with_name("loadertune"))
+    proc = subprocess.Popen(
+        [script, "-m", f"paths.output_root={out}", *FAULTY, *overrides],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=out,
+    )
+    if wait:
+        proc.wait(timeout=600)
+    return proc
+
+
+def shm_torch_files() -> set[str]:
+    return {p.name for p in Path("/dev/shm").iterdir() if p.name.startswith("torch_")}
+
+
+def processes_under(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``path`` (a sweep, its trials, workers)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if any(str(path) in part for part in (p.info["cmdline"] or [])):
+            found.append(p)
+    return found
+
+
+CASES = [
+    # (mode, num_workers, start method, expected state, expected reason)
+    ("ok", 2, "fork", TrialState.COMPLETE, None),
+    ("segfault", 2, "fork", TrialState.FAIL, "worker_crashed"),
+    ("sigbus", 2, "fork", TrialState.PRUNED, "shm_exhausted"),
+    ("sigkill_worker", 2, "fork", TrialState.PRUNED, "worker_oom"),
+    ("hang", 2, "fork", TrialState.FAIL, "timeout"),
+    ("leak", 2, "fork", TrialState.PRUNED, "memory_budget"),
+    ("unpicklable", 1, "spawn", TrialState.PRUNED, "unpicklable"),
+    ("kill_trial", 0, "fork", TrialState.FAIL, "trial_killed"),
+    ("ok", 0, "fork", TrialState.COMPLETE, None),
+]
+
+
+@pytest.mark.slow
+def test_sweep_through_crashes_hangs_and_leaks(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    for mode, workers, ctx, _, _ in CASES:
+        study.enqueue_trial(
+            {
+                "+dataset.mode": mode,
+                "loader.num_workers": workers,
+                "loader.multiprocessing_context": ctx,
+            }
+        )
+    shm_before = shm_torch_files()
+    proc = faulty_sweep(
+        tmp_path,
+        f"hydra.sweeper.n_trials={len(CASES)}",
+        "+dataset.mode=choice(ok,segfault,sigbus,sigkill_worker,hang,leak,unpicklable,kill_trial)",
+        "loader.num_workers=choice(0,1,2)",
+        "loader.multiprocessing_context=choice(fork,spawn)",
+        "hydra.sweeper.stall_timeout_s=5",
+        "hydra.sweeper.memory_budget_mb=1200",
+        "+dataset.leak_mb=150",
+        "hydra.sweeper.pruner=none",
+    )
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    trials = study_at(tmp_path).trials
+    assert len(trials) == len(CASES)
+    for trial, (mode, _, _, state, reason) in zip(trials, CASES, strict=True):
+        assert (mode, trial.state, trial.user_attrs.get("reason")) == (mode, state, reason)
+        if reason is not None:
+            assert trial.user_attrs["error"]
+    hang = trials[4]
+    assert 5 <= hang.user_attrs["wall_s"] < 30
+    assert study_at(tmp_path).best_trial.params["+dataset.mode"] == "ok"
+
+    parents, children, client = mlflow_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    status = {
+        TrialState.COMPLETE: "FINISHED",
+        TrialState.PRUNED: "KILLED",
+        TrialState.FAIL: "FAILED",
+    }
+    by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
+    for trial in trials:
+        child = by_number[trial.number]
+        assert child.info.status == status[trial.state]
+        assert child.data.tags.get("reason") == trial.user_attrs.get("reason")
+        if trial.state != TrialState.COMPLETE:
+            names = {a.path for a in client.list_artifacts(child.info.run_id)}
+            assert "error.txt" in names
+    assert not processes_under(tmp_path)
+    assert shm_torch_files() <= shm_before
+
+
+@pytest.mark.slow
+def test_a_dataset_bug_stops_the_sweep_early(tmp_path: Path) -> None:
+    proc = faulty_sweep(
+        tmp_path,
+        "hydra.sweeper.n_trials=6",
+        "+dataset.mode=raise",
+        "loader.num_workers=choice(0,1,2)",
+    )
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert "bug in the dataset" in out
+    assert "ValueError: corrupt record" in out
+    trials = study_at(tmp_path).trials
+    assert len(trials) == 2
+    assert {t.user_attrs["reason"] for t in trials} == {"dataset_error"}
+
+
+def _wait_for(predicate: object, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def _running_trial(out: Path, after_complete: int = 0) -> bool:
+    """A trial is running, after ``after_complete`` trials completed."""
+    db = out / "optuna.db"
+    if not db.exists():
+        return False
+    try:
+        trials = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").trials
+    except Exception:  # the study may not exist yet
+        return False
+    states = [t.state for t in trials]
+    return TrialState.RUNNING in states and states.count(TrialState.COMPLETE) >= after_complete
+
+
+SLOW = [
+    "+dataset.mode=slow",
+    "+dataset.delay_s=0.05",
+    "trial.steps=40",
+    "loader.num_workers=choice(0,1)",
+]
+
+
+@pytest.mark.slow
+def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    for workers in (0, 1, 0):
+        study.enqueue_trial({"loader.num_workers": workers})
+    proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", *SLOW, wait=False)
+    _wait_for(lambda: _running_trial(tmp_path, after_complete=1))
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    _wait_for(lambda: not processes_under(tmp_path), timeout=15)
+
+    again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", *SLOW)
+    out, err = again.communicate()
+    assert again.returncode == 0, err
+    trials = study_at(tmp_path).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[1].user_attrs["reason"] == "interrupted"
+    parents, children, _ = mlflow_runs(tmp_path)
+    assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
+    by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
+    assert sorted(by_number) == [0, 1, 2]
+    assert by_number[1].info.status == "FAILED"
+    assert by_number[1].data.tags["reason"] == "interrupted"
+    assert {by_number[0].info.status, by_number[2].info.status} == {"FINISHED"}
+    runs = [*parents, *children]
+    assert all(r.info.status != "RUNNING" for r in runs)
+
+
+@pytest.mark.slow
+def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
+    proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", *SLOW, wait=False)
+    _wait_for(lambda: _running_trial(tmp_path))
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "interrupted" in out
+    trials = study_at(tmp_path).trials
+    assert trials[-1].state == TrialState.FAIL
+    assert trials[-1].user_attrs["reason"] == "interrupted"
+    parents, children, _ = mlflow_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["KILLED"]
+    assert len(children) == len(trials)
+    _wait_for(lambda: not processes_under(tmp_path), timeout=15)
+
+
+@pytest.mark.parametrize(
+    ("exc_type", "text", "reason"),
+    [
+        (
+            "RuntimeError",
+            "DataLoader worker (pid 12) is killed by signal: Bus error. It is "
+            "possible that dataloader's workers are out of shared memory.",
+            "shm_exhausted",
+        ),
+        ("RuntimeError", "DataLoader worker (pid 99) is killed by signal: Killed.", "worker_oom"),
+        (
+            "RuntimeError",
+            "Too many open files. Communication with the workers is no longer possible.",
+            "fd_exhausted",
+        ),
+        ("RuntimeError", "DataLoader worker (pid(s) 5, 6) exited unexpectedly", "worker_crashed"),
+        (
+            "RuntimeError",
+            "DataLoader worker (pid 7) is killed by signal: Segmentation fault.",
+            "worker_crashed",
+        ),
+        ("ValueError", "Caught ValueError in DataLoader worker process 2.", "dataset_error"),
+        ("PicklingError", "Can't pickle <function <lambda>>", "unpicklable"),
+        ("AttributeError", "Can't get local object 'f.<locals>.g'", "unpicklable"),
+        ("ConfigError", "loader.batch_size=0: ...", "invalid_config"),
+        ("OutOfMemoryError", "CUDA out of memory. Tried to allocate", "cuda_oom"),
+        ("InfeasibleSetting", "[fd_exhausted] about 300 descriptors", "fd_exhausted"),
+        ("KeyError", "'label'", "dataset_error"),
+    ],
+)
+def test_classification_table(exc_type: str, text: str, reason: str) -> None:
+    assert classify(exc_type, text) == reason
+    assert reason in REASONS
+
+
+def test_exit_status_classification() -> None:
+    assert classify_exit(-9) == "trial_killed"
+    assert classify_exit(1) == "trial_crashed"
+    assert "memory_budget" in INFEASIBLE and "timeout" not in INFEASIBLE

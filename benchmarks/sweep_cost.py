@@ -10,6 +10,7 @@ spent measuring (``measure_s``: first batch, warm-up and timed steps).
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -43,7 +44,7 @@ def main() -> None:
             path = client.download_artifacts(run.info.run_id, "trial_result.json", str(out))
             measure[int(number)] = json.loads(Path(path).read_text())["measure_s"]
     gaps = []
-    for prev, cur in zip(trials, trials[1:], strict=False):
+    for prev, cur in itertools.pairwise(trials):
         if prev.number in measure and prev.datetime_start and cur.datetime_start:
             gap = (cur.datetime_start - prev.datetime_start).total_seconds()
             gaps.append(gap - measure[prev.number])

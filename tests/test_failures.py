@@ -104,7 +104,7 @@ def test_sweep_through_crashes_hangs_and_leaks(tmp_path: Path) -> None:
         "+dataset.leak_mb=150",
         "hydra.sweeper.pruner=none",
     )
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     assert proc.returncode == 0, err
     trials = study_at(tmp_path).trials
     assert len(trials) == len(CASES)
@@ -196,7 +196,7 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     _wait_for(lambda: not processes_under(tmp_path), timeout=15)
 
     again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", *SLOW)
-    out, err = again.communicate()
+    _, err = again.communicate()
     assert again.returncode == 0, err
     trials = study_at(tmp_path).trials
     assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
@@ -217,7 +217,7 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
     proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", *SLOW, wait=False)
     _wait_for(lambda: _running_trial(tmp_path))
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=60)
     assert "interrupted" in out
     trials = study_at(tmp_path).trials
     assert trials[-1].state == TrialState.FAIL

@@ -21,7 +21,7 @@ REASONS: dict[str, str] = {
     "fd_exhausted": "too many open file descriptors for the workers' shared-memory handles",
     "timeout": "the trial hung: no progress within its limit; its process group was killed",
     "worker_crashed": "a DataLoader worker segfaulted or exited unexpectedly",
-    "dataset_error": "the dataset raised an exception (a bug in the dataset, whatever the settings)",
+    "dataset_error": "the dataset raised an exception (a bug in it, whatever the settings)",
     "unpicklable": "the dataset cannot be pickled for the spawn/forkserver start method",
     "invalid_config": "a setting PyTorch or loadertune refuses (checked before workers start)",
     "cuda_oom": "the batch or model does not fit in the accelerator's memory",

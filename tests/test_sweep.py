@@ -199,6 +199,22 @@ def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> 
         ("hydra.sweeper.n_jobs=2", "hydra.sweeper.n_jobs=2: would run trials at the same time"),
         ("loader.batch_size=0", "loader.batch_size=0: must be a positive integer"),
         ("hydra.sweeper.params.loader.num_workers=glob(*)", "loader.num_workers=glob(*)"),
+        ("hydra.sweeper.n_trials=-1", "hydra.sweeper.n_trials=-1: must be an integer >= 0"),
+        ("hydra.sweeper.n_trials=many", "hydra.sweeper.n_trials=many: must be an integer"),
+        ("hydra.sweeper.max_trials_total=-2", "hydra.sweeper.max_trials_total=-2"),
+        ("hydra.sweeper.n_jobs=0", "hydra.sweeper.n_jobs=0: must be an integer >= 1"),
+        ("hydra.sweeper.report_every=0", "hydra.sweeper.report_every=0"),
+        ("hydra.sweeper.max_failure_rate=2", "hydra.sweeper.max_failure_rate=2: must be in"),
+        ("hydra.sweeper.stall_timeout_s=0", "hydra.sweeper.stall_timeout_s=0: must be > 0"),
+        ("hydra.sweeper.trial_timeout_s=soon", "hydra.sweeper.trial_timeout_s=soon"),
+        ("hydra.sweeper.memory_budget_mb=-5", "hydra.sweeper.memory_budget_mb=-5"),
+        ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction=sideways"),
+        ("hydra.sweeper.storage=nonsense", "hydra.sweeper.storage=nonsense: is not a database"),
+        (
+            "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none",
+            "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none: cannot open",
+        ),
+        ("trial.steps=0", "trial.steps=0: must be >= 1"),
     ],
 )
 def test_bad_sweep_input_is_one_line_before_any_trial(

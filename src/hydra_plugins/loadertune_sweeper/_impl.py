@@ -42,6 +42,7 @@ from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
 from ._search_space import parse_params
+from ._validate import check_settings
 
 _log = logging.getLogger(__name__)
 
@@ -115,30 +116,28 @@ class SweepEngine:
         """Run the sweep; bad input ends it with one line and exit status 2."""
         try:
             plan = self._plan(arguments)
-        except (ConfigError, ValueError) as exc:
+            s = self.settings
+            sampler = create_sampler(s.sampler, plan.space)
+            pruner = create_pruner(s.pruner)
+        except (ConfigError, ValueError, ImportError) as exc:
             print(f"loadertune: error: {exc}", file=sys.stderr)
             sys.exit(2)
-        self._run(plan)
+        try:
+            study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
+        except Exception as exc:  # any storage failure: one line, nothing run
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(
+                f"loadertune: error: hydra.sweeper.storage={plan.storage}: cannot open the study "
+                f"({line}). Fix: check the URL, the server and its driver",
+                file=sys.stderr,
+            )
+            sys.exit(2)
+        self._run(plan, study, sampler)
 
     def _plan(self, arguments: list[str]) -> SweepPlan:
         assert self.config is not None
         s = self.settings
-        if s.n_jobs > 1 and not s.allow_parallel_trials:
-            raise ConfigError(
-                "hydra.sweeper.n_jobs",
-                s.n_jobs,
-                "would run trials at the same time on this host, and concurrent trials "
-                "disturb each other's timings",
-                "keep n_jobs=1 and scale out with several hosts on one shared study, or set "
-                "hydra.sweeper.allow_parallel_trials=true to insist",
-            )
-        if s.report_every < 1:
-            raise ConfigError(
-                "hydra.sweeper.report_every",
-                s.report_every,
-                "must be >= 1",
-                "e.g. hydra.sweeper.report_every=5",
-            )
+        check_settings(s)
         space, fixed = parse_params(s.params, arguments)
         import torch  # once here, so every forked trial starts with it loaded
 
@@ -205,12 +204,9 @@ class SweepEngine:
 
     # ---- the loop -----------------------------------------------------------------------
 
-    def _run(self, plan: SweepPlan) -> None:
+    def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> None:
         s = self.settings
         _quiet_libraries()
-        sampler = create_sampler(s.sampler, plan.space)
-        pruner = create_pruner(s.pruner)
-        study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
         orphans = _study.fail_orphaned_trials(study)
         workers_key = [k for k in plan.space if plain_key(k) == "loader.num_workers"]
         exhaustive = isinstance(

@@ -316,6 +316,10 @@ class LoadertuneSweeperConf:
     # space is known, and Hydra would otherwise instantiate them first.
     _recursive_: bool = False
 
+    # The numeric settings below are typed Any on purpose: the sweeper checks their types and
+    # ranges itself (see _validate.py) so a bad value gets one line naming the key and the fix,
+    # rather than Hydra's multi-line composition error.
+
     defaults: list[Any] = field(default_factory=lambda: list(defaults))
 
     # Sampling algorithm: hydra/sweeper/sampler=tpe|random|grid|gp|qmc|cmaes|bruteforce.
@@ -342,15 +346,15 @@ class LoadertuneSweeperConf:
 
     # Trials this invocation runs (as in the official plugin), whatever the study already
     # holds. With the grid sampler, more than the grid's size measures points again.
-    n_trials: int = 20
+    n_trials: Any = 20
 
     # Optional cap on the finished trials of the whole study, across invocations and
     # hosts: once reached, an invocation runs nothing more. null: no cap.
-    max_trials_total: int | None = None
+    max_trials_total: Any = None
 
     # Trials launched per batch. Values above 1 run trials at the same time and need
     # allow_parallel_trials=true when they share a host.
-    n_jobs: int = 1
+    n_jobs: Any = 1
 
     # Allow n_jobs > 1 on one host. Trials that run together on one machine disturb each
     # other's timings, so this is off; scale out with several hosts on one study instead.
@@ -358,26 +362,26 @@ class LoadertuneSweeperConf:
 
     # Highest tolerated fraction of failed trials, in [0, 1]; above it the sweep stops and
     # reports the failure. 0.0: the first failure stops the sweep.
-    max_failure_rate: float = 0.0
+    max_failure_rate: Any = 0.0
 
     # Timed steps between two reports of a trial's time per sample so far to the pruner,
     # >= 1. Each report is a database write in the sweep process while the trial measures,
     # so reports are batched rather than sent every step.
-    report_every: int = 5
+    report_every: Any = 5
 
     # Budget for the memory of a trial's process tree (main process and DataLoader workers,
     # summed PSS), in MB. The sweep process samples the tree a few times a second and stops
     # a trial that passes it (recorded PRUNED, reason memory_budget) before the machine swaps
     # or the OOM killer strikes. null: 3/4 of the memory available when the sweep starts.
-    memory_budget_mb: float | None = None
+    memory_budget_mb: Any = None
 
     # Seconds a trial may go without reporting a step before it counts as hung (reason
     # timeout) and its whole process group is killed. Covers set-up and the first batch too.
-    stall_timeout_s: float = 60.0
+    stall_timeout_s: Any = 60.0
 
     # Wall-clock limit of one trial process in seconds. null: trial.time_limit_s + 120 s
     # (the timed window's own limit plus room for set-up and worker start-up).
-    trial_timeout_s: float | None = None
+    trial_timeout_s: Any = None
 
     # Search space: one Hydra sweep expression per config key, e.g.
     #   loader.batch_size: choice(32, 64, 128)

@@ -1,0 +1,84 @@
+"""Checks of the ``hydra.sweeper`` settings before a study is opened; each names its key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loadertune.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._impl import SweepSettings
+
+_KEY = "hydra.sweeper"
+_STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
+
+
+def check_settings(s: SweepSettings) -> None:
+    """Raise :class:`ConfigError` for the first setting that cannot work."""
+    _at_least(s.n_trials, "n_trials", 0, "e.g. hydra.sweeper.n_trials=12")
+    if s.max_trials_total is not None:
+        _at_least(s.max_trials_total, "max_trials_total", 0, "or null for no cap")
+    _at_least(s.n_jobs, "n_jobs", 1, "keep hydra.sweeper.n_jobs=1")
+    if s.n_jobs > 1 and not s.allow_parallel_trials:
+        raise ConfigError(
+            f"{_KEY}.n_jobs",
+            s.n_jobs,
+            "would run trials at the same time on this host, and concurrent trials "
+            "disturb each other's timings",
+            "keep n_jobs=1 and scale out with several hosts on one shared study, or set "
+            "hydra.sweeper.allow_parallel_trials=true to insist",
+        )
+    _at_least(s.report_every, "report_every", 1, "e.g. hydra.sweeper.report_every=5")
+    if not _number(s.max_failure_rate) or not 0.0 <= s.max_failure_rate <= 1.0:
+        raise ConfigError(
+            f"{_KEY}.max_failure_rate",
+            s.max_failure_rate,
+            "must be in [0, 1]",
+            "e.g. hydra.sweeper.max_failure_rate=1.0 to never stop for crashes",
+        )
+    for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb"):
+        value = getattr(s, name)
+        if value is not None and (not _number(value) or value <= 0):
+            raise ConfigError(
+                f"{_KEY}.{name}",
+                value,
+                "must be > 0",
+                f"e.g. hydra.sweeper.{name}=60, or null"
+                if name != "stall_timeout_s"
+                else "e.g. hydra.sweeper.stall_timeout_s=60",
+            )
+    _direction(s.direction)
+    if s.storage is not None:
+        scheme = s.storage.split(":", 1)[0].split("+", 1)[0]
+        if "://" not in s.storage or scheme not in _STORAGE_SCHEMES:
+            raise ConfigError(
+                f"{_KEY}.storage",
+                s.storage,
+                "is not a database URL Optuna can use",
+                "e.g. sqlite:///outputs/optuna.db or postgresql://user@host/db, or null",
+            )
+    if s.study_name is not None and not str(s.study_name).strip():
+        raise ConfigError(
+            f"{_KEY}.study_name", s.study_name, "is empty", "give it a name, or null to derive one"
+        )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _at_least(value: Any, name: str, low: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{_KEY}.{name}", value, f"must be an integer >= {low}", fix)
+
+
+def _direction(direction: Any) -> None:
+    values = direction if isinstance(direction, list | tuple) else [direction]
+    for value in values:
+        if str(value).lower() not in ("minimize", "maximize"):
+            raise ConfigError(
+                f"{_KEY}.direction",
+                value,
+                "is not minimize or maximize",
+                "use hydra.sweeper.direction=minimize (time per sample: lower is better)",
+            )

@@ -171,7 +171,8 @@ def _follow(
 
 
 class _MemoryGuard:
-    """Samples the trial's process tree a few times a second against the budget."""
+    """Samples the trial's process tree against the budget: a few times a second, and
+    five times as often once the tree is past half the budget, where overshoot matters."""
 
     def __init__(self, pid: int, limits: Limits) -> None:
         self.limit = limits.memory_bytes
@@ -191,6 +192,8 @@ class _MemoryGuard:
         if sample is None:
             return False
         self.peak = max(self.peak, sample.memory_bytes)
+        if sample.memory_bytes > self.limit / 2:
+            self.next = time.perf_counter() + self.every / 5
         return sample.memory_bytes > self.limit
 
 

@@ -77,8 +77,17 @@ def test_trial_is_recorded_in_mlflow(tmp_path: Path) -> None:
         "machine.memory_gb",
         "machine.torch",
     } <= tags.keys()
+    assert tags["bottleneck"] in {
+        "compute-bound",
+        "loading in the training process",
+        "cpu-bound loading",
+        "io-bound",
+        "copy-bound",
+        "memory-limited",
+    }
+    assert tags["bottleneck.why"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"config.yaml", "trial_result.json"} <= artifacts
+    assert {"config.yaml", "trial_result.json", "diagnosis.json"} <= artifacts
 
 
 def test_python_dash_m_and_simulated_model(tmp_path: Path) -> None:

@@ -94,6 +94,10 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
     ]
     for name, value in rows:
         table.add_row(name, value)
+    from loadertune.diagnosis import diagnose_result
+
+    diagnosis = diagnose_result(result)
+    table.add_row("bottleneck", f"[bold]{diagnosis.label}[/]: {diagnosis.sentence}")
     for warning in result.warnings:
         table.add_row("[yellow]warning", warning)
     return table

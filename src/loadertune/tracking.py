@@ -114,9 +114,17 @@ def mlflow_run(
 
 
 def log_trial(
-    run_id: str, config: RunConfig, result: TrialResult, resolved_config_yaml: str
+    run_id: str,
+    config: RunConfig,
+    result: TrialResult,
+    resolved_config_yaml: str,
+    memory_budget_mb: float | None = None,
 ) -> None:
-    """Write a measured trial into the run ``run_id``: params, metrics, series, tags, artifacts."""
+    """Write a measured trial into the run ``run_id``: params, metrics, series, tags, artifacts.
+
+    The tags include the bottleneck label and the sentence that explains it
+    (:mod:`loadertune.diagnosis`), with its evidence in ``diagnosis.json``.
+    """
     import time
 
     from mlflow import MlflowClient
@@ -125,7 +133,11 @@ def log_trial(
     client = MlflowClient()
     now = int(time.time() * 1000)
     params = [Param(k, v[:6000]) for k, v in trial_params(config).items()]
+    from loadertune.diagnosis import diagnose_result
+
+    diagnosis = diagnose_result(result, memory_budget_mb)
     tags = [RunTag(k, v) for k, v in trial_tags(result).items()]
+    tags += [RunTag("bottleneck", diagnosis.label), RunTag("bottleneck.why", diagnosis.sentence)]
     metrics = [Metric(k, v, now, 0) for k, v in result.metrics().items()]
     client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
     points = series(result, now)
@@ -134,4 +146,5 @@ def log_trial(
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "config.yaml").write_text(resolved_config_yaml)
         (Path(tmp) / "trial_result.json").write_text(json.dumps(result.to_dict(), indent=1))
+        (Path(tmp) / "diagnosis.json").write_text(json.dumps(diagnosis.evidence, indent=1))
         client.log_artifacts(run_id, tmp)

@@ -1,0 +1,120 @@
+"""What limits a trial's pipeline, labelled from what the trial measured, with the evidence.
+
+A label answers "why is this setting as fast as it is, and what would help":
+
+- ``compute-bound``: the step waited for data less than ``WAIT_LOW`` of the time; the model
+  step is the limit, and more workers cannot help.
+- ``loading in the training process``: ``num_workers=0`` and the step waits; workers would
+  overlap loading with the step.
+- ``cpu-bound loading``: waiting for data while the process tree keeps the usable CPUs busy;
+  more workers cannot help, cheaper decoding, caching or uint8 batches can.
+- ``io-bound``: waiting for data while the CPUs are not busy: workers wait on reads; more
+  workers (if reads are latency-bound) or faster storage, caching or a RAM copy help.
+- ``copy-bound``: the host-to-device copy takes more than ``COPY_HIGH`` of the step; pinned
+  memory, non-blocking copies or smaller (uint8) batches help.
+- ``memory-limited``: the tree's peak memory came within ``MEMORY_HIGH`` of the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WAIT_LOW = 0.10  # share of the timed window spent waiting below which loading keeps up
+CPU_BUSY = 0.85  # share of the usable CPUs above which loading is CPU-bound
+COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the limit
+MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A label, one sentence a person can act on, and the figures behind it."""
+
+    label: str
+    sentence: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def diagnose(
+    *,
+    num_workers: int,
+    data_wait_fraction: float,
+    cpu_percent_mean: float,
+    usable_cpus: int,
+    copy_ms_mean: float,
+    step_time_ms_p50: float,
+    peak_memory_mb: float,
+    memory_budget_mb: float | None = None,
+) -> Diagnosis:
+    """Label one trial from its summary figures (see the module docstring for the rules)."""
+    cpu_share = cpu_percent_mean / (100.0 * max(usable_cpus, 1))
+    copy_share = copy_ms_mean / step_time_ms_p50 if step_time_ms_p50 > 0 else 0.0
+    evidence: dict[str, Any] = {
+        "data_wait_fraction": round(data_wait_fraction, 3),
+        "cpu_share_of_usable": round(cpu_share, 3),
+        "usable_cpus": usable_cpus,
+        "copy_share_of_step": round(copy_share, 3),
+        "peak_memory_mb": round(peak_memory_mb, 1),
+        "num_workers": num_workers,
+    }
+    if memory_budget_mb:
+        evidence["memory_share_of_budget"] = round(peak_memory_mb / memory_budget_mb, 3)
+        if peak_memory_mb >= MEMORY_HIGH * memory_budget_mb:
+            return Diagnosis(
+                "memory-limited",
+                f"memory is the limit: the loader used {peak_memory_mb:.0f} MB of a "
+                f"{memory_budget_mb:.0f} MB budget; fewer workers, a lower prefetch_factor or "
+                "smaller batches free memory.",
+                evidence,
+            )
+    if copy_share >= COPY_HIGH:
+        return Diagnosis(
+            "copy-bound",
+            f"the host-to-device copy takes {copy_share:.0%} of a step; pin_memory with "
+            "non-blocking copies, or uint8 batches normalised on the device, would help.",
+            evidence,
+        )
+    if data_wait_fraction < WAIT_LOW:
+        return Diagnosis(
+            "compute-bound",
+            f"the model step is the limit (waiting for data is {data_wait_fraction:.0%} of the "
+            "time); more workers cannot make it faster.",
+            evidence,
+        )
+    if num_workers == 0:
+        return Diagnosis(
+            "loading in the training process",
+            f"loading runs in the training process and the step waits {data_wait_fraction:.0%} "
+            "of the time; DataLoader workers would overlap loading with the step.",
+            evidence,
+        )
+    if cpu_share >= CPU_BUSY:
+        return Diagnosis(
+            "cpu-bound loading",
+            f"decoding keeps {cpu_share:.0%} of the {usable_cpus} usable CPUs busy while the "
+            f"step waits {data_wait_fraction:.0%} of the time; more workers cannot help, "
+            "cheaper decoding, caching decoded samples or uint8 batches can.",
+            evidence,
+        )
+    return Diagnosis(
+        "io-bound",
+        f"the step waits {data_wait_fraction:.0%} of the time while the CPUs are only "
+        f"{cpu_share:.0%} busy: workers are waiting on reads; more workers (for latency-bound "
+        "reads) or faster storage, caching or a RAM copy would help.",
+        evidence,
+    )
+
+
+def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagnosis:
+    """:func:`diagnose` for a :class:`~loadertune.result.TrialResult`."""
+    s = result.summary
+    return diagnose(
+        num_workers=result.effective_loader.num_workers,
+        data_wait_fraction=s.data_wait_fraction,
+        cpu_percent_mean=result.cpu_percent_mean,
+        usable_cpus=int(result.machine.get("usable_cpus", 1)),
+        copy_ms_mean=s.copy_ms_mean,
+        step_time_ms_p50=s.step_time_ms_p50,
+        peak_memory_mb=result.peak_memory_mb,
+        memory_budget_mb=memory_budget_mb,
+    )

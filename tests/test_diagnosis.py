@@ -1,0 +1,43 @@
+"""Bottleneck labels from a trial's figures, table-driven."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loadertune.diagnosis import diagnose
+
+BASE: dict[str, Any] = {
+    "num_workers": 2,
+    "data_wait_fraction": 0.5,
+    "cpu_percent_mean": 50.0,
+    "usable_cpus": 2,
+    "copy_ms_mean": 0.1,
+    "step_time_ms_p50": 20.0,
+    "peak_memory_mb": 500.0,
+    "memory_budget_mb": 10_000.0,
+}
+
+CASES = [
+    ({"data_wait_fraction": 0.02}, "compute-bound", "more workers cannot"),
+    ({"num_workers": 0}, "loading in the training process", "workers would overlap"),
+    ({"cpu_percent_mean": 190.0}, "cpu-bound loading", "95% of the 2 usable CPUs"),
+    ({"cpu_percent_mean": 60.0}, "io-bound", "waiting on reads"),
+    ({"copy_ms_mean": 8.0}, "copy-bound", "pin_memory"),
+    ({"peak_memory_mb": 9_000.0}, "memory-limited", "9000 MB of a 10000 MB budget"),
+]
+
+
+@pytest.mark.parametrize(("change", "label", "phrase"), CASES)
+def test_labels(change: dict[str, Any], label: str, phrase: str) -> None:
+    d = diagnose(**{**BASE, **change})
+    assert d.label == label
+    assert phrase in d.sentence
+    assert d.evidence["num_workers"] == change.get("num_workers", 2)
+
+
+def test_memory_without_budget_is_not_a_limit() -> None:
+    d = diagnose(**{**BASE, "peak_memory_mb": 9_000.0, "memory_budget_mb": None})
+    assert d.label == "io-bound"
+    assert "memory_share_of_budget" not in d.evidence

@@ -44,6 +44,13 @@ class SweepView:
         )
         self.console.print(traceback, markup=False, highlight=False)
 
+    def verdict(self, markdown: str, loader: Path) -> None:
+        """The verdict, rendered, and where the exported loader config is."""
+        from rich.markdown import Markdown
+
+        self.console.print(Markdown(markdown))
+        self.console.print(f"exported: {loader}  (use: loadertune loader=best)")
+
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{text}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from optuna.trial import TrialState
 from loadertune.config import RunConfig, to_run_config
 from loadertune.errors import ConfigError
 from loadertune.failures import INFEASIBLE
+from loadertune.machine import usable_cpus
 from loadertune.search_rules import (
     NEEDS_WORKERS,
     applies,
@@ -37,7 +39,7 @@ from loadertune.search_rules import (
     suggestion_order,
 )
 
-from . import _console, _study
+from . import _baselines, _console, _study, _verdict
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
@@ -68,6 +70,8 @@ class SweepSettings:
     memory_budget_mb: float | None = None
     stall_timeout_s: float = 60.0
     trial_timeout_s: float | None = None
+    verdict_top: int = 3
+    verdict_repeats: int = 3
     params: dict[str, str] | None = None
     custom_search_space: str | None = None
 
@@ -96,6 +100,7 @@ class SweepEngine:
         self.task_function: TaskFunction | None = None
         self.parent_run_id: str | None = None
         self._stop_requested = False
+        self.memory_budget = 0
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         """Ctrl-C: finish the current trial's record, then stop (a second one stops now)."""
@@ -208,13 +213,11 @@ class SweepEngine:
         s = self.settings
         _quiet_libraries()
         orphans = _study.fail_orphaned_trials(study)
-        workers_key = [k for k in plan.space if plain_key(k) == "loader.num_workers"]
         exhaustive = isinstance(
             sampler, optuna.samplers.GridSampler | optuna.samplers.BruteForceSampler
         )
-        if not study.trials and workers_key and not exhaustive:
-            # The default every user starts from, measured first in every new study.
-            study.enqueue_trial({workers_key[0]: 0}, user_attrs={"baseline": "default"})
+        if not study.trials and not exhaustive:  # a grid measures every point anyway
+            _baselines.enqueue_initial(study, plan.space, usable_cpus())
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         assert self.config is not None
         OmegaConf.save(self.config, plan.sweep_dir / "multirun.yaml")
@@ -229,7 +232,7 @@ class SweepEngine:
             str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1],
         )
         view = _console.SweepView(study, budget, plan, orphans)
-        limits_base = _memory_budget(s.memory_budget_mb)
+        limits_base = self.memory_budget = _memory_budget(s.memory_budget_mb)
         recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
         ran = failed = 0
@@ -241,16 +244,19 @@ class SweepEngine:
                 if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
                     view.note("the grid is covered: every point has been measured")
                     break
-                verdict = self._one_trial(study, plan, limits_base)
-                self._record(study, verdict, recorder, view, ran + 1)
-                if verdict.reason == "interrupted":
+                answer = self._one_trial(study, plan, limits_base)
+                self._record(study, answer, recorder, view, ran + 1)
+                if answer.reason == "interrupted":
                     break
                 ran += 1
-                failed += verdict.state == TrialState.FAIL
-                if verdict.measured:
-                    bugs.append(_signature(verdict) if verdict.reason == "dataset_error" else "")
+                failed += answer.state == TrialState.FAIL
+                rung = _baselines.next_rung(study, study.trials[answer.trial.number], plan.space)
+                if rung is not None:
+                    study.enqueue_trial(rung, user_attrs={_baselines.BASELINE: "doubling"})
+                if answer.measured:
+                    bugs.append(_signature(answer) if answer.reason == "dataset_error" else "")
                 if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
-                    view.dataset_bug(verdict.error or "")
+                    view.dataset_bug(answer.error or "")
                     status = "FAILED"
                     break
                 if failed and failed / ran > s.max_failure_rate:
@@ -260,6 +266,8 @@ class SweepEngine:
                     )
                     status = "FAILED"
                     break
+            if status == "FINISHED" and not self._stop_requested and s.verdict_repeats > 0:
+                self._give_verdict(study, plan, recorder, view)
         except KeyboardInterrupt:
             self._stop_requested = True
         finally:
@@ -275,7 +283,7 @@ class SweepEngine:
                 recorder.abort(status)
             view.final(results, plan.sweep_dir)
 
-    def _one_trial(self, study: optuna.Study, plan: SweepPlan, memory_budget: int) -> _Verdict:
+    def _one_trial(self, study: optuna.Study, plan: SweepPlan, memory_budget: int) -> _Answer:
         """Ask for settings and answer them: refused, repeated, or measured."""
         trial = study.ask()
         _study.claim(trial)
@@ -288,36 +296,114 @@ class SweepEngine:
         resolved = OmegaConf.to_yaml(
             {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
         )
-        verdict = _Verdict(trial, TrialState.PRUNED, yaml=resolved)
+        answer = _Answer(trial, TrialState.PRUNED, yaml=resolved)
         try:
             from loadertune.validation import validate
 
-            verdict.config = to_run_config(job_cfg)
-            validate(verdict.config)
+            answer.config = to_run_config(job_cfg)
+            validate(answer.config)
         except ConfigError as exc:
-            verdict.reason, verdict.error = "invalid_config", str(exc)
-            return verdict
-        key = effective_key(verdict.config, plan.accelerator)
+            answer.reason, answer.error = "invalid_config", str(exc)
+            return answer
+        key = effective_key(answer.config, plan.accelerator)
         trial.set_user_attr(EFFECTIVE_KEY, key)
         earlier = _same_measurement(study, key, trial.number)
         if earlier is not None:
             trial.set_user_attr(REPEAT_OF, earlier.number)
-            verdict.state, verdict.value, verdict.repeat_of = (
+            answer.state, answer.value, answer.repeat_of = (
                 TrialState.COMPLETE,
                 earlier.value,
                 earlier,
             )
-            return verdict
-        outcome = self._measure(trial, job_cfg, verdict.config, memory_budget)
-        verdict.outcome = outcome
-        verdict.reason, verdict.error = outcome.reason, outcome.error
+            return answer
+        outcome = self._measure(trial, job_cfg, answer.config, memory_budget)
+        answer.outcome = outcome
+        answer.reason, answer.error = outcome.reason, outcome.error
         if outcome.status == "complete" and outcome.result is not None:
-            verdict.state, verdict.value = TrialState.COMPLETE, outcome.result.objective
+            answer.state, answer.value = TrialState.COMPLETE, outcome.result.objective
         elif outcome.status == "pruned" or outcome.reason in INFEASIBLE:
-            verdict.state = TrialState.PRUNED
+            answer.state = TrialState.PRUNED
         else:
-            verdict.state = TrialState.FAIL
-        return verdict
+            answer.state = TrialState.FAIL
+        return answer
+
+    def _give_verdict(
+        self,
+        study: optuna.Study,
+        plan: SweepPlan,
+        recorder: SweepRecorder,
+        view: _console.SweepView,
+    ) -> None:
+        """Re-measure the best settings and the baselines interleaved, recommend, export."""
+        from loadertune.diagnosis import diagnose_result
+
+        s = self.settings
+        cands = _verdict.candidates(study.trials, s.verdict_top)
+        if not cands:
+            return
+        view.note(
+            f"verdict: measuring {len(cands)} settings {s.verdict_repeats} times each, interleaved"
+        )
+        for round_ in range(s.verdict_repeats):
+            for c in cands:
+                if self._stop_requested:
+                    return
+                overrides = [
+                    *c.trial.user_attrs["overrides"],
+                    f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
+                ]
+                job_cfg = self._compose(overrides, job_num=c.trial.number)
+                config = to_run_config(job_cfg)
+                outcome = self._measure(None, job_cfg, config, self.memory_budget)
+                r = outcome.result
+                if r is None:
+                    continue
+                c.values.append(r.objective)
+                c.samples_per_s.append(r.summary.samples_per_s)
+                c.memory_mb.append(r.peak_memory_mb)
+                c.cpu_percent.append(r.cpu_percent_mean)
+                d = diagnose_result(r, self.memory_budget / 2**20)
+                c.bottleneck, c.why = d.label, d.sentence
+        if not any(c.values for c in cands):
+            return
+        rec = _verdict.recommend(cands)
+        text = _verdict.verdict_markdown(rec, cands)
+        loader = self._export(plan, rec)
+        (plan.sweep_dir / "verdict.md").write_text(text)
+        recorder.log_verdict(rec, text, plan.sweep_dir)
+        view.verdict(text, loader)
+
+    def _export(self, plan: SweepPlan, rec: _verdict.Recommendation) -> Path:
+        """Write the recommended loader settings where configs and training code find them."""
+        from dataclasses import asdict
+
+        from loadertune.loader import effective_settings
+        from loadertune.machine import machine_info
+
+        config = to_run_config(self._compose(rec.chosen.trial.user_attrs["overrides"], 0))
+        settings = asdict(
+            effective_settings(
+                config.loader,
+                config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu"),
+            )
+        )
+        host = machine_info()
+        header = [
+            f"Recommended by loadertune for study {plan.study_name} (trial "
+            f"{rec.chosen.trial.number}): {rec.chosen.median:.4f} ms/sample, "
+            f"{statistics.median(rec.chosen.samples_per_s):,.0f} samples/s median of "
+            f"{len(rec.chosen.values)} repeats",
+            f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
+            f"gpu {host['gpu']}, torch {host['torch']}).",
+            "Use: loadertune loader=best  |  in training code: "
+            "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
+        ]
+        text = _verdict.loader_yaml(settings, header)
+        (plan.sweep_dir / "best_loader.yaml").write_text(text)
+        group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
+        group.mkdir(parents=True, exist_ok=True)
+        (group / "best.yaml").write_text(text)
+        return group / "best.yaml"
 
     def _suggest(self, trial: optuna.Trial, plan: SweepPlan) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -335,14 +421,21 @@ class SweepEngine:
         return values
 
     def _measure(
-        self, trial: optuna.Trial, job_cfg: DictConfig, config: RunConfig, memory_budget: int
+        self,
+        trial: optuna.Trial | None,
+        job_cfg: DictConfig,
+        config: RunConfig,
+        memory_budget: int,
     ) -> TrialOutcome:
+        """Run one trial process; ``trial`` gets pruner reports (None: never pruned)."""
         from loadertune.timing import summarize
 
         assert self.hydra_context is not None and self.task_function is not None
         s = self.settings
 
         def on_progress(steps: list[Any]) -> bool:
+            if trial is None:
+                return False
             trial.report(summarize(steps).time_per_sample_ms, step=len(steps))
             return trial.should_prune()
 
@@ -364,7 +457,7 @@ class SweepEngine:
     def _record(
         self,
         study: optuna.Study,
-        v: _Verdict,
+        v: _Answer,
         recorder: SweepRecorder,
         view: _console.SweepView,
         index: int,
@@ -407,7 +500,7 @@ class SweepEngine:
 
 
 @dataclass
-class _Verdict:
+class _Answer:
     """How one trial is answered, before it is told and recorded."""
 
     trial: optuna.Trial
@@ -426,7 +519,7 @@ class _Verdict:
         return self.outcome is not None
 
 
-def _signature(v: _Verdict) -> str:
+def _signature(v: _Answer) -> str:
     """The last line of a failure's traceback: the same bug gives the same line."""
     lines = (v.error or "").strip().splitlines()
     return lines[-1] if lines else "?"

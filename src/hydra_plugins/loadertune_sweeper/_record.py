@@ -180,6 +180,21 @@ class SweepRecorder:
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
 
+    def log_verdict(self, rec: Any, markdown: str, sweep_dir: Path) -> None:
+        """The verdict on the parent run: tags, verdict.md, best_loader.yaml and its plot."""
+        if not self.enabled or self.parent_id is None:
+            return
+        c = rec.chosen
+        self.client.set_tag(self.parent_id, "verdict.num_workers", str(c.workers))
+        self.client.set_tag(self.parent_id, "verdict.trial", str(c.trial.number))
+        self.client.set_tag(self.parent_id, "verdict.bottleneck", c.bottleneck)
+        self.client.set_tag(self.parent_id, "verdict.why", c.why)
+        self.client.set_tag(self.parent_id, "mlflow.note.content", markdown)
+        self.client.log_metric(self.parent_id, "verdict_time_per_sample_ms", c.median)
+        self.client.log_metric(self.parent_id, "verdict_tolerance", rec.tolerance)
+        for name in ("verdict.md", "best_loader.yaml"):
+            self.client.log_artifact(self.parent_id, str(sweep_dir / name))
+
     def abort(self, status: str = "KILLED") -> None:
         """End the parent run when the sweep stops early (Ctrl-C, an error)."""
         if self.enabled and self.parent_id is not None:

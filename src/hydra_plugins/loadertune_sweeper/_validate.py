@@ -29,6 +29,8 @@ def check_settings(s: SweepSettings) -> None:
             "hydra.sweeper.allow_parallel_trials=true to insist",
         )
     _at_least(s.report_every, "report_every", 1, "e.g. hydra.sweeper.report_every=5")
+    _at_least(s.verdict_top, "verdict_top", 1, "e.g. hydra.sweeper.verdict_top=3")
+    _at_least(s.verdict_repeats, "verdict_repeats", 0, "e.g. 3, or 0 to skip the verdict")
     if not _number(s.max_failure_rate) or not 0.0 <= s.max_failure_rate <= 1.0:
         raise ConfigError(
             f"{_KEY}.max_failure_rate",

@@ -383,6 +383,13 @@ class LoadertuneSweeperConf:
     # (the timed window's own limit plus room for set-up and worker start-up).
     trial_timeout_s: Any = None
 
+    # The verdict at the end of a sweep: the verdict_top fastest settings and the baselines
+    # (default, rule of thumb, start-at-2 path) are measured verdict_repeats times more,
+    # interleaved, and the cheapest setting within the noise of the fastest is recommended
+    # and exported as best_loader.yaml. verdict_repeats=0 skips it.
+    verdict_top: Any = 3
+    verdict_repeats: Any = 3
+
     # Search space: one Hydra sweep expression per config key, e.g.
     #   loader.batch_size: choice(32, 64, 128)
     #   loader.num_workers: range(0, 9, 2)        # stop is exclusive: 0, 2, 4, 6, 8

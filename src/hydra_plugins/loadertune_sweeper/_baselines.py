@@ -1,0 +1,110 @@
+"""The usual guesses, measured in every study so the verdict can compare them with the best.
+
+- ``default``: ``num_workers=0``, PyTorch's default (loading in the training process).
+- ``rule_of_thumb``: "CPU cores x 4", capped at the search space's upper bound.
+- ``start_small`` / ``doubling``: "start at 2 and double while it helps": 2, then 4, 8 ...
+  each rung enqueued only if the one before beat its predecessor.
+
+Baselines use PyTorch's ``prefetch_factor`` of 2 where the space allows it, so they stand for
+the plain advice rather than for a tuned setting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from loadertune.search_rules import plain_key
+
+BASELINE = "baseline"
+IMPROVES = 0.02  # a rung must be this much faster than the one before to keep doubling
+
+
+def _key(space: dict[str, BaseDistribution], name: str) -> str | None:
+    return next((k for k in space if plain_key(k) == name), None)
+
+
+def allowed(dist: BaseDistribution, value: int) -> bool:
+    """Whether ``value`` is a point of ``dist``."""
+    if isinstance(dist, IntDistribution):
+        return dist.low <= value <= dist.high and (value - dist.low) % dist.step == 0
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    return False
+
+
+def upper(dist: BaseDistribution) -> int:
+    """The largest number of workers ``dist`` allows."""
+    if isinstance(dist, IntDistribution):
+        return dist.high
+    if isinstance(dist, CategoricalDistribution):
+        return max(int(str(c)) for c in dist.choices)
+    raise TypeError(f"not a workers distribution: {dist!r}")
+
+
+def _params(space: dict[str, BaseDistribution], workers: int) -> dict[str, Any] | None:
+    wkey = _key(space, "loader.num_workers")
+    if wkey is None or not allowed(space[wkey], workers):
+        return None
+    params: dict[str, Any] = {wkey: workers}
+    pkey = _key(space, "loader.prefetch_factor")
+    if pkey is not None and workers > 0 and allowed(space[pkey], 2):
+        params[pkey] = 2
+    return params
+
+
+def initial(
+    space: dict[str, BaseDistribution], usable_cpus: int
+) -> list[tuple[dict[str, Any], str]]:
+    """(params, label) of the baselines a new study starts with, in order."""
+    wkey = _key(space, "loader.num_workers")
+    if wkey is None:
+        return []
+    high = upper(space[wkey])
+    out: list[tuple[dict[str, Any], str]] = []
+    for workers, label in (
+        (0, "default"),
+        (min(2, high), "start_small"),
+        (min(4 * usable_cpus, high), "rule_of_thumb"),
+    ):
+        params = _params(space, workers)
+        if params is not None and all(p != params for p, _ in out):
+            out.append((params, label))
+    return out
+
+
+def enqueue_initial(study: optuna.Study, space: dict[str, BaseDistribution], cpus: int) -> None:
+    """Enqueue the baselines at the front of a new study."""
+    for params, label in initial(space, cpus):
+        study.enqueue_trial(params, user_attrs={BASELINE: label})
+
+
+def next_rung(
+    study: optuna.Study, finished: FrozenTrial, space: dict[str, BaseDistribution]
+) -> dict[str, Any] | None:
+    """After a rung of "start at 2, double while it helps", the next rung's params, or None."""
+    if finished.user_attrs.get(BASELINE) not in ("start_small", "doubling"):
+        return None
+    if finished.state != TrialState.COMPLETE or finished.value is None:
+        return None
+    wkey = _key(space, "loader.num_workers")
+    if wkey is None:
+        return None
+    workers = int(finished.params.get(wkey, 0))
+    if finished.user_attrs[BASELINE] == "doubling":
+        before = _value_at(study, wkey, workers // 2)
+        if before is None or finished.value > before * (1 - IMPROVES):
+            return None
+    return _params(space, workers * 2) if workers > 0 else None
+
+
+def _value_at(study: optuna.Study, wkey: str, workers: int) -> float | None:
+    values = [
+        t.value
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.params.get(wkey) == workers and t.value is not None
+    ]
+    return min(values) if values else None

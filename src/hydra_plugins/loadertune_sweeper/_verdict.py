@@ -1,0 +1,172 @@
+"""The verdict: re-measure the best settings and the baselines side by side, recommend the
+cheapest setting that is as fast as the fastest within the noise measured, and export it.
+
+Trials in a study are measured once each, at different moments of a shared machine's life.
+Before recommending, the top few settings and the baselines are measured again, interleaved
+(A B C A B C ...) so drift hits them alike, and compared by the medians of their repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from loadertune.search_rules import plain_key
+
+from ._baselines import BASELINE
+
+NOISE_FLOOR = 0.02  # never call two settings different on less than this relative gap
+
+
+@dataclass
+class Candidate:
+    """A setting measured again for the verdict."""
+
+    trial: FrozenTrial
+    labels: list[str]
+    values: list[float] = field(default_factory=list)  # time per sample (ms) of each repeat
+    memory_mb: list[float] = field(default_factory=list)
+    cpu_percent: list[float] = field(default_factory=list)
+    samples_per_s: list[float] = field(default_factory=list)
+    bottleneck: str = ""
+    why: str = ""
+
+    @property
+    def workers(self) -> int:
+        return int(
+            next(
+                (v for k, v in self.trial.params.items() if plain_key(k) == "loader.num_workers"), 0
+            )
+        )
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else float("inf")
+
+    @property
+    def spread(self) -> float:
+        """Relative range of the repeats: (max - min) / median."""
+        if len(self.values) < 2:
+            return 0.0
+        return (max(self.values) - min(self.values)) / self.median
+
+    @property
+    def name(self) -> str:
+        return ", ".join(self.labels)
+
+
+def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
+    """The ``top`` fastest distinct settings plus every baseline that completed."""
+    complete = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and t.value is not None
+        and t.user_attrs.get("repeat_of") is None
+    ]
+    chosen: dict[int, Candidate] = {}
+    for t in complete:
+        label = t.user_attrs.get(BASELINE)
+        if label:
+            chosen.setdefault(t.number, Candidate(t, [])).labels.append(_LABELS.get(label, label))
+    for rank, t in enumerate(sorted(complete, key=lambda t: float(t.value or 0.0))[:top], start=1):
+        chosen.setdefault(t.number, Candidate(t, [])).labels.append(f"top {rank}")
+    return sorted(chosen.values(), key=lambda c: c.trial.number)
+
+
+_LABELS = {
+    "default": "default (0 workers)",
+    "rule_of_thumb": "rule of thumb (4 x CPUs, capped)",
+    "start_small": "start at 2",
+    "doubling": "doubling path",
+}
+
+
+@dataclass
+class Recommendation:
+    """The cheapest setting within noise of the fastest, and how it compares."""
+
+    chosen: Candidate
+    fastest: Candidate
+    tolerance: float
+    speedups: dict[str, tuple[float, float, float]]  # label -> (median, low, high) ratios
+
+
+def recommend(cands: list[Candidate]) -> Recommendation:
+    """Cheapest (fewest workers, then least memory) whose median is within noise of the best.
+
+    "Within noise" is the larger of the two settings' relative ranges over their repeats
+    (and at least ``NOISE_FLOOR``): a gap smaller than that is not a measured difference.
+    """
+    measured = [c for c in cands if c.values]
+    fastest = min(measured, key=lambda c: c.median)
+    within = []
+    for c in measured:
+        tolerance = max(c.spread, fastest.spread, NOISE_FLOOR)
+        if c.median <= fastest.median * (1 + tolerance):
+            within.append((c, tolerance))
+    chosen, tolerance = min(
+        within, key=lambda ct: (ct[0].workers, statistics.median(ct[0].memory_mb or [0.0]))
+    )
+    speedups = {}
+    for c in measured:
+        for label in c.labels:
+            if label.startswith("top"):
+                continue
+            speedups[label] = (
+                c.median / chosen.median,
+                min(c.values) / max(chosen.values),
+                max(c.values) / min(chosen.values),
+            )
+    return Recommendation(chosen, fastest, tolerance, speedups)
+
+
+def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
+    """``best_loader.yaml``: the loader group's keys, with where they came from as comments."""
+    lines = [f"# {h}" for h in header]
+    for key, value in settings.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = str(value)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def verdict_markdown(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> str:
+    """The verdict as a markdown table and sentences, for the terminal and MLflow."""
+    rows = [
+        "| setting | num_workers | params | time per sample (median of repeats) | spread | "
+        "samples/s | memory MB | CPU % | bottleneck |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in sorted(cands, key=lambda c: c.median):
+        mark = " **recommended**" if c is rec.chosen else ""
+        params = " ".join(f"{plain_key(k).split('.')[-1]}={v}" for k, v in c.trial.params.items())
+        rows.append(
+            f"| {c.name}{mark} | {c.workers} | {params} | {c.median:.4f} {unit} | "
+            f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
+            f"{statistics.median(c.memory_mb or [0]):,.0f} | "
+            f"{statistics.median(c.cpu_percent or [0]):.0f} | {c.bottleneck} |"
+        )
+    text = [
+        f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
+        f"the cheapest setting whose median time per sample is within "
+        f"{rec.tolerance:.1%} (the spread of the repeats) of the fastest "
+        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}).",
+        "",
+        *rows,
+        "",
+    ]
+    for label, (mid, low, high) in rec.speedups.items():
+        text.append(
+            f"- speed-up over {label}: {mid:.2f}x (range of the repeats {low:.2f}x to {high:.2f}x)"
+        )
+    if rec.chosen.why:
+        text += ["", f"What limits it: {rec.chosen.why}"]
+    return "\n".join(text) + "\n"

@@ -33,6 +33,7 @@ FAULTY = [
     "trial.steps=8",
     "hydra.sweeper.study_name=s",
     "hydra.sweeper.max_failure_rate=1.0",
+    "hydra.sweeper.verdict_repeats=0",
 ]
 
 

@@ -19,8 +19,13 @@ pytestmark = pytest.mark.slow
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def sweep(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    """Run ``loadertune -m`` with tiny sizes, writing everything under ``out``."""
+def sweep(out: Path, *overrides: str, verdict: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``loadertune -m`` with tiny sizes, writing everything under ``out``.
+
+    The end-of-sweep verdict (re-measurements) is skipped unless ``verdict`` is set.
+    """
+    if not verdict:
+        overrides = ("hydra.sweeper.verdict_repeats=0", *overrides)
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env["PYTHONPATH"] = str(FIXTURES)
     script = str(Path(sys.executable).with_name("loadertune"))
@@ -227,3 +232,48 @@ def test_bad_sweep_input_is_one_line_before_any_trial(
     assert lines[0].startswith(f"loadertune: error: {message}")
     assert not (tmp_path / "optuna.db").exists()
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.verdict_repeats=2",
+        "hydra.sweeper.verdict_top=2",
+        "hydra.sweeper.params.loader.num_workers=range(0,3)",
+        verdict=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Recommended: num_workers=" in proc.stdout
+    assert "speed-up over default (0 workers)" in proc.stdout
+    (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
+    exported = tmp_path / "conf" / "loader" / "best.yaml"
+    assert exported.read_text() == (sweep_dir / "best_loader.yaml").read_text()
+
+    from omegaconf import OmegaConf
+
+    from loadertune import build_dataloader
+    from tests.fixtures_pkg.user_data import RandomVectors
+
+    loader = build_dataloader(RandomVectors(length=8), OmegaConf.load(exported), device="cpu")
+    assert loader.batch_size == 4
+    parents, _, client = mlflow_runs(tmp_path)
+    (parent,) = parents
+    assert parent.data.tags["verdict.num_workers"] in {"0", "1", "2"}
+    assert "Recommended" in parent.data.tags["mlflow.note.content"]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"verdict.md", "best_loader.yaml"} <= artifacts
+    # The exported settings are a config group option: `loadertune loader=best`.
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    script = str(Path(sys.executable).with_name("loadertune"))
+    run = subprocess.run(
+        [script, "loader=best", f"hydra.searchpath=[file://{tmp_path}/conf]", "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"num_workers: {parent.data.tags['verdict.num_workers']}" in run.stdout

@@ -1,0 +1,117 @@
+"""Baselines and the verdict's recommendation, on hand-made trials."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper import _baselines, _verdict
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SPACE = {
+    "loader.num_workers": IntDistribution(0, 6),
+    "loader.prefetch_factor": CategoricalDistribution([1, 2, 4]),
+}
+
+
+def test_initial_baselines_default_start_small_rule_of_thumb() -> None:
+    got = _baselines.initial(SPACE, usable_cpus=2)
+    assert got == [
+        ({"loader.num_workers": 0}, "default"),
+        ({"loader.num_workers": 2, "loader.prefetch_factor": 2}, "start_small"),
+        ({"loader.num_workers": 6, "loader.prefetch_factor": 2}, "rule_of_thumb"),
+    ]
+
+
+def test_rule_of_thumb_equal_to_start_small_is_not_repeated() -> None:
+    space = {"loader.num_workers": IntDistribution(0, 2)}
+    labels = [label for _, label in _baselines.initial(space, usable_cpus=8)]
+    assert labels == ["default", "start_small"]
+
+
+def _trial(workers: int, value: float, baseline: str | None = None) -> optuna.trial.FrozenTrial:
+    return create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": SPACE["loader.num_workers"]},
+        value=value,
+        user_attrs={"baseline": baseline} if baseline else {},
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({2: 1.0, 4: 0.8}, {"loader.num_workers": 8}),  # 4 beat 2: try 8
+        ({2: 1.0, 4: 0.99}, None),  # 4 did not help by 2%: stop
+    ],
+)
+def test_doubling_continues_only_while_it_helps(
+    values: dict[int, float], expected: dict[str, int] | None
+) -> None:
+    study = optuna.create_study()
+    study.add_trial(_trial(2, values[2], "start_small"))
+    four = _trial(4, values[4], "doubling")
+    study.add_trial(four)
+    space = {**SPACE, "loader.num_workers": IntDistribution(0, 16)}
+    got = _baselines.next_rung(study, study.trials[-1], space)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == {**expected, "loader.prefetch_factor": 2}
+
+
+def _cand(workers: int, values: list[float], memory: float = 100.0) -> _verdict.Candidate:
+    c = _verdict.Candidate(_trial(workers, min(values)), [f"w{workers}"])
+    c.values = values
+    c.memory_mb = [memory] * len(values)
+    c.samples_per_s = [1000 / v for v in values]
+    return c
+
+
+def test_recommends_the_cheapest_within_noise() -> None:
+    fast = _cand(4, [1.00, 1.02, 0.98])
+    close = _cand(2, [1.03, 1.01, 1.05])  # within the 4% spread of the fastest
+    slow = _cand(0, [2.0, 2.1, 1.9])
+    rec = _verdict.recommend([fast, close, slow])
+    assert rec.fastest is fast
+    assert rec.chosen is close
+    assert rec.tolerance == pytest.approx(0.04, abs=0.001)
+    mid, low, high = rec.speedups["w0"]
+    assert mid == pytest.approx(2.0 / 1.03)
+    assert low == pytest.approx(1.9 / 1.05)
+    assert high == pytest.approx(2.1 / 1.01)
+
+
+def test_a_real_gap_is_not_noise() -> None:
+    fast = _cand(4, [1.00, 1.01, 0.99])
+    slower = _cand(2, [1.20, 1.21, 1.19])
+    assert _verdict.recommend([fast, slower]).chosen is fast
+
+
+def test_candidates_are_the_top_and_the_baselines() -> None:
+    trials = [_trial(0, 3.0, "default"), _trial(1, 1.0), _trial(2, 2.0), _trial(3, 1.5)]
+    for number, t in enumerate(trials):
+        t.number = number
+    got = _verdict.candidates(trials, top=2)
+    assert [(c.workers, c.labels) for c in got] == [
+        (0, ["default (0 workers)"]),
+        (1, ["top 1"]),
+        (3, ["top 2"]),
+    ]
+
+
+def test_loader_yaml_round_trips() -> None:
+    from omegaconf import OmegaConf
+
+    text = _verdict.loader_yaml(
+        {"num_workers": 2, "prefetch_factor": None, "pin_memory": False}, ["made by a test"]
+    )
+    assert text.startswith("# made by a test\n")
+    assert OmegaConf.to_container(OmegaConf.create(text)) == {
+        "num_workers": 2,
+        "prefetch_factor": None,
+        "pin_memory": False,
+    }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import optuna
 import pytest
 from hydra.core.plugins import Plugins
@@ -109,3 +111,18 @@ def test_sweeper_params_on_the_command_line_become_sweep_overrides(
     from loadertune.cli import sweeper_shortcuts
 
     assert sweeper_shortcuts(argv) == expected
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_exported_configs_join_the_search_path_only_when_present(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exists: bool
+) -> None:
+    from hydra._internal.utils import create_config_search_path
+
+    monkeypatch.chdir(tmp_path)
+    if exists:
+        (tmp_path / "outputs" / "conf" / "loader").mkdir(parents=True)
+    ours = [p.path for p in create_config_search_path("pkg://loadertune/conf").get_path()]
+    other = [p.path for p in create_config_search_path("pkg://someone_else/conf").get_path()]
+    assert (f"file://{tmp_path}/outputs/conf" in ours) is exists
+    assert not any("outputs/conf" in p for p in other)

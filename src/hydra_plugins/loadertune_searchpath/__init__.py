@@ -1,0 +1,1 @@
+"""Hydra search-path plugin: loadertune's exported configs (``outputs/conf``)."""

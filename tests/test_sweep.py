@@ -247,6 +247,7 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Recommended: num_workers=" in proc.stdout
     assert "speed-up over default (0 workers)" in proc.stdout
+    assert "Model-based guess" in proc.stdout
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
     exported = tmp_path / "conf" / "loader" / "best.yaml"
     assert exported.read_text() == (sweep_dir / "best_loader.yaml").read_text()

@@ -115,3 +115,36 @@ def test_loader_yaml_round_trips() -> None:
         "prefetch_factor": None,
         "pin_memory": False,
     }
+
+
+GUESS = {
+    "load_ms_per_batch": 40.0,
+    "step_ms": 10.0,
+    "batch_size": 32,
+    "cpu_share_of_loading": 0.9,
+    "usable_cpus": 8,
+    "memory_per_worker_mb": 100.0,
+    "memory_budget_mb": 10_000.0,
+    "max_workers": 16,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "workers", "bound"),
+    [
+        ({}, 4, "hides loading"),  # 40 ms of loading over a 10 ms step: 4 in parallel
+        ({"usable_cpus": 2}, 2, "cpus"),  # CPU-bound decoding cannot use more than 2 CPUs
+        ({"usable_cpus": 2, "cpu_share_of_loading": 0.1}, 4, "hides loading"),  # I/O waits
+        ({"load_ms_per_batch": 400.0, "cpu_share_of_loading": 0.1}, 16, "search space"),
+        ({"memory_per_worker_mb": 4_000.0}, 2, "memory"),
+        ({"load_ms_per_batch": 2.0}, 1, "hides loading"),
+    ],
+)
+def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -> None:
+    from hydra_plugins.loadertune_sweeper._guess import guess
+
+    g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
+    assert (g.workers, g.bound) == (workers, bound)
+    per_batch = max(g.step_ms, g.load_ms_per_batch / g.workers)
+    if bound != "cpus":
+        assert g.time_per_sample_ms == pytest.approx(per_batch / 32)

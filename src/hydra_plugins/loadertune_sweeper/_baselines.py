@@ -45,7 +45,7 @@ def upper(dist: BaseDistribution) -> int:
     raise TypeError(f"not a workers distribution: {dist!r}")
 
 
-def _params(space: dict[str, BaseDistribution], workers: int) -> dict[str, Any] | None:
+def params_for(space: dict[str, BaseDistribution], workers: int) -> dict[str, Any] | None:
     wkey = _key(space, "loader.num_workers")
     if wkey is None or not allowed(space[wkey], workers):
         return None
@@ -70,7 +70,7 @@ def initial(
         (min(2, high), "start_small"),
         (min(4 * usable_cpus, high), "rule_of_thumb"),
     ):
-        params = _params(space, workers)
+        params = params_for(space, workers)
         if params is not None and all(p != params for p, _ in out):
             out.append((params, label))
     return out
@@ -98,7 +98,7 @@ def next_rung(
         before = _value_at(study, wkey, workers // 2)
         if before is None or finished.value > before * (1 - IMPROVES):
             return None
-    return _params(space, workers * 2) if workers > 0 else None
+    return params_for(space, workers * 2) if workers > 0 else None
 
 
 def _value_at(study: optuna.Study, wkey: str, workers: int) -> float | None:

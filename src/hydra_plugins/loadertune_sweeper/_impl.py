@@ -10,7 +10,7 @@ import logging
 import signal
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from loadertune.search_rules import (
     suggestion_order,
 )
 
-from . import _baselines, _console, _study, _verdict
+from . import _baselines, _console, _guess, _study, _verdict
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
@@ -253,6 +253,7 @@ class SweepEngine:
                 rung = _baselines.next_rung(study, study.trials[answer.trial.number], plan.space)
                 if rung is not None:
                     study.enqueue_trial(rung, user_attrs={_baselines.BASELINE: "doubling"})
+                self._enqueue_guess(study, plan, answer)
                 if answer.measured:
                     bugs.append(_signature(answer) if answer.reason == "dataset_error" else "")
                 if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
@@ -327,6 +328,27 @@ class SweepEngine:
             answer.state = TrialState.FAIL
         return answer
 
+    def _enqueue_guess(self, study: optuna.Study, plan: SweepPlan, answer: _Answer) -> None:
+        """After the default trial, predict the workers needed and measure that next."""
+        if answer.trial.user_attrs.get(_baselines.BASELINE) != "default":
+            return
+        if answer.outcome is None or answer.outcome.result is None:
+            return
+        wkey = next((k for k in plan.space if plain_key(k) == "loader.num_workers"), None)
+        if wkey is None:
+            return
+        g = _guess.from_default_trial(
+            answer.outcome.result,
+            self.memory_budget / 2**20,
+            _baselines.upper(plan.space[wkey]),
+        )
+        if g is None:
+            return
+        study.set_user_attr("guess", asdict(g))
+        params = _baselines.params_for(plan.space, g.workers)
+        if params is not None:
+            study.enqueue_trial(params, user_attrs={_baselines.BASELINE: "model_guess"})
+
     def _give_verdict(
         self,
         study: optuna.Study,
@@ -367,7 +389,7 @@ class SweepEngine:
         if not any(c.values for c in cands):
             return
         rec = _verdict.recommend(cands)
-        text = _verdict.verdict_markdown(rec, cands)
+        text = _verdict.verdict_markdown(rec, cands, guess=study.user_attrs.get("guess"))
         loader = self._export(plan, rec)
         (plan.sweep_dir / "verdict.md").write_text(text)
         recorder.log_verdict(rec, text, plan.sweep_dir)

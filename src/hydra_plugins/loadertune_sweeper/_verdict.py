@@ -82,6 +82,7 @@ _LABELS = {
     "rule_of_thumb": "rule of thumb (4 x CPUs, capped)",
     "start_small": "start at 2",
     "doubling": "doubling path",
+    "model_guess": "model-based guess",
 }
 
 
@@ -138,7 +139,12 @@ def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict_markdown(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> str:
+def verdict_markdown(
+    rec: Recommendation,
+    cands: list[Candidate],
+    unit: str = "ms",
+    guess: dict[str, Any] | None = None,
+) -> str:
     """The verdict as a markdown table and sentences, for the terminal and MLflow."""
     rows = [
         "| setting | num_workers | params | time per sample (median of repeats) | spread | "
@@ -169,4 +175,15 @@ def verdict_markdown(rec: Recommendation, cands: list[Candidate], unit: str = "m
         )
     if rec.chosen.why:
         text += ["", f"What limits it: {rec.chosen.why}"]
+    if guess:
+        measured = next((c for c in cands if "model-based guess" in c.labels), None)
+        line = (
+            f"Model-based guess (from the 0-worker trial: {guess['load_ms_per_batch']:.1f} ms to "
+            f"load a batch, {guess['step_ms']:.1f} ms a step, loading "
+            f"{guess['cpu_share_of_loading']:.0%} CPU): num_workers={guess['workers']} "
+            f"(bound: {guess['bound']}), predicted {guess['time_per_sample_ms']:.4f} {unit}"
+        )
+        if measured is not None and measured.values:
+            line += f", measured {measured.median:.4f} {unit}"
+        text += ["", line + "."]
     return "\n".join(text) + "\n"

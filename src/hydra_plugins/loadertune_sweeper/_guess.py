@@ -1,0 +1,96 @@
+"""A model-based first guess at ``num_workers``, from the default trial's measurement.
+
+With ``num_workers=0`` the training process loads every batch itself, so the default trial
+measures both costs apart: the wait for a batch is the load time of one batch, and the
+compute phase is the model step. To hide loading behind the step, about
+``load time per batch / step time`` workers must load in parallel. That count is bounded by
+what the CPUs can run when loading is CPU work (a worker waiting on I/O costs no CPU, so an
+I/O-bound pipeline may need more workers than cores) and by the memory budget. The guess is
+enqueued as an early trial, and the verdict reports it against what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Guess:
+    """Predicted workers and time per sample, with the figures they came from."""
+
+    workers: int
+    time_per_sample_ms: float
+    load_ms_per_batch: float
+    step_ms: float
+    cpu_share_of_loading: float
+    bound: str  # what capped the guess: "hides loading", "cpus", "memory", "search space"
+
+
+def guess(
+    *,
+    load_ms_per_batch: float,
+    step_ms: float,
+    batch_size: int,
+    cpu_share_of_loading: float,
+    usable_cpus: int,
+    memory_per_worker_mb: float,
+    memory_budget_mb: float,
+    max_workers: int,
+) -> Guess:
+    """Workers needed to hide loading behind the step, within CPU, memory and space bounds."""
+    step = max(step_ms, 1e-3)
+    needed = max(1, math.ceil(load_ms_per_batch / step))
+    workers, bound = needed, "hides loading"
+    # CPU-bound loading cannot use more workers than the CPUs it has left (the training
+    # process's own step uses CPU too when it runs on the CPU).
+    if cpu_share_of_loading >= 0.5:
+        cpu_cap = max(1, usable_cpus)
+        if workers > cpu_cap:
+            workers, bound = cpu_cap, "cpus"
+    if memory_per_worker_mb > 0:
+        memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
+        if workers > memory_cap:
+            workers, bound = memory_cap, "memory"
+    if workers > max_workers:
+        workers, bound = max_workers, "search space"
+    # Loading in parallel: a batch every load/workers ms at best, never faster than the step.
+    per_batch = max(step_ms, load_ms_per_batch / workers)
+    if cpu_share_of_loading >= 0.5 and bound == "cpus":
+        per_batch = max(per_batch, load_ms_per_batch / max(usable_cpus, 1))
+    return Guess(
+        workers=workers,
+        time_per_sample_ms=per_batch / batch_size,
+        load_ms_per_batch=load_ms_per_batch,
+        step_ms=step_ms,
+        cpu_share_of_loading=cpu_share_of_loading,
+        bound=bound,
+    )
+
+
+def from_default_trial(result: Any, memory_budget_mb: float, max_workers: int) -> Guess | None:
+    """The guess from a ``num_workers=0`` trial's result, or None if it cannot tell."""
+    if result is None or result.effective_loader.num_workers != 0:
+        return None
+    s = result.summary
+    load = (
+        s.data_wait_ms_p50 if s.data_wait_ms_p50 > 0 else s.data_wait_fraction * s.step_time_ms_p50
+    )
+    window_cpu = result.cpu_percent_mean / 100.0  # cores busy over the window
+    wait_share = s.data_wait_fraction
+    # With 0 workers the process alternates loading and stepping; the CPU it used beyond the
+    # step's share is loading's. Clamp to [0, 1] of one core.
+    compute_share = 1.0 - wait_share
+    step_cpu = min(compute_share, window_cpu)
+    loading_cpu = (window_cpu - step_cpu) / wait_share if wait_share > 0 else 0.0
+    return guess(
+        load_ms_per_batch=load,
+        step_ms=s.compute_ms_mean + s.copy_ms_mean,
+        batch_size=int(result.effective_loader.batch_size),
+        cpu_share_of_loading=max(0.0, min(1.0, loading_cpu)),
+        usable_cpus=int(result.machine.get("usable_cpus", 1)),
+        memory_per_worker_mb=result.peak_memory_mb * 0.5,
+        memory_budget_mb=memory_budget_mb,
+        max_workers=max_workers,
+    )

@@ -264,7 +264,7 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     assert parent.data.tags["verdict.num_workers"] in {"0", "1", "2"}
     assert "Recommended" in parent.data.tags["mlflow.note.content"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"verdict.md", "best_loader.yaml"} <= artifacts
+    assert {"verdict.md", "best_loader.yaml", "verdict.png"} <= artifacts
     # The exported settings are a config group option: `loadertune loader=best`.
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     script = str(Path(sys.executable).with_name("loadertune"))

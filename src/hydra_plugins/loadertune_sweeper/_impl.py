@@ -392,6 +392,9 @@ class SweepEngine:
         text = _verdict.verdict_markdown(rec, cands, guess=study.user_attrs.get("guess"))
         loader = self._export(plan, rec)
         (plan.sweep_dir / "verdict.md").write_text(text)
+        from ._report_plots import verdict_figure
+
+        verdict_figure(study, cands, study.user_attrs.get("guess"), plan.sweep_dir / "verdict.png")
         recorder.log_verdict(rec, text, plan.sweep_dir)
         view.verdict(text, loader)
 
@@ -495,6 +498,12 @@ class SweepEngine:
                 trial.set_user_attr(name, round(getattr(outcome, name), 3))
             trial.set_user_attr("timed_steps", len(outcome.steps))
             trial.set_user_attr("peak_memory_mb", round(outcome.peak_memory_bytes / 2**20, 1))
+            if outcome.result is not None:  # what the report plots, kept with the trial
+                r = outcome.result
+                trial.set_user_attr("peak_memory_mb", round(r.peak_memory_mb, 1))
+                trial.set_user_attr("cpu_percent_mean", round(r.cpu_percent_mean, 1))
+                trial.set_user_attr("data_wait_fraction", round(r.summary.data_wait_fraction, 4))
+                trial.set_user_attr("samples_per_s", round(r.summary.samples_per_s, 1))
         try:
             study.tell(trial, v.value if v.state == TrialState.COMPLETE else None, state=v.state)
         except RuntimeError as exc:  # GridSampler calls study.stop() once the grid is covered

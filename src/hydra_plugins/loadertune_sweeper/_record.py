@@ -192,7 +192,7 @@ class SweepRecorder:
         self.client.set_tag(self.parent_id, "mlflow.note.content", markdown)
         self.client.log_metric(self.parent_id, "verdict_time_per_sample_ms", c.median)
         self.client.log_metric(self.parent_id, "verdict_tolerance", rec.tolerance)
-        for name in ("verdict.md", "best_loader.yaml"):
+        for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
             self.client.log_artifact(self.parent_id, str(sweep_dir / name))
 
     def abort(self, status: str = "KILLED") -> None:

@@ -70,9 +70,38 @@ class PathsConfig:
 
 @dataclass
 class StorageConfig:
-    """Where the dataset's bytes live while a trial reads them."""
+    """``local``: the dataset's files read where they are, page cache as the OS leaves it."""
 
     name: str = "local"
+
+
+@dataclass
+class ColdStorageConfig:
+    """``cold``: the dataset's files evicted from the page cache before each trial."""
+
+    name: str = "cold"
+
+
+@dataclass
+class MemoryStorageConfig:
+    """``memory``: the dataset copied to a RAM file system for the trial, removed after."""
+
+    name: str = "memory"
+    dir: str = "/dev/shm"
+
+
+@dataclass
+class ThrottledStorageConfig:
+    """A simulated slow device (``throttled``, ``hdd``, ``nfs``): per-read latency and a
+    bandwidth shared by every process that reads, with ``queue_depth`` reads in service."""
+
+    name: str = "throttled"
+    latency_ms: float = 10.0
+    bandwidth_mb_s: float = 160.0
+    queue_depth: int = 1
+
+
+AnyStorageConfig = StorageConfig | ColdStorageConfig | MemoryStorageConfig | ThrottledStorageConfig
 
 
 @dataclass
@@ -86,6 +115,8 @@ class SyntheticImagesConfig:
     quality: int = 90
     num_classes: int = 10
     seed: int = 0
+    size_jitter: float = 0.0
+    format: str = "jpeg"
 
 
 @dataclass
@@ -106,7 +137,39 @@ class CustomDatasetConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-DatasetConfig = SyntheticImagesConfig | ImageFolderConfig | CustomDatasetConfig
+@dataclass
+class ArrayShardsConfig:
+    """Numpy ``.npy`` shards read through memory maps: I/O-heavy, decode-light samples."""
+
+    name: str = "array_shards"
+    root: str | None = None
+    count: int = 8192
+    sample_shape: list[int] = field(default_factory=lambda: [3, 64, 64])
+    dtype: str = "uint8"
+    shard_size: int = 1024
+    num_classes: int = 10
+    seed: int = 0
+
+
+@dataclass
+class TokensConfig:
+    """A flat file of uint16 token ids served as fixed-length (input, next-token) sequences."""
+
+    name: str = "tokens"
+    path: str | None = None
+    count: int = 4_194_304
+    seq_len: int = 256
+    vocab_size: int = 50257
+    seed: int = 0
+
+
+DatasetConfig = (
+    SyntheticImagesConfig
+    | ImageFolderConfig
+    | ArrayShardsConfig
+    | TokensConfig
+    | CustomDatasetConfig
+)
 
 
 @dataclass
@@ -136,7 +199,30 @@ class SmallCNNConfig:
     lr: float = 0.01
 
 
-ModelConfig = SimulatedModelConfig | MLPConfig | SmallCNNConfig
+@dataclass
+class ResNet18Config:
+    """ResNet-18 (basic blocks 2-2-2-2) in plain PyTorch, trained with SGD."""
+
+    name: str = "resnet18"
+    width: int = 64
+    stem: str = "auto"
+    lr: float = 0.01
+
+
+@dataclass
+class TransformerConfig:
+    """A decoder-only transformer language model over token sequences, trained with AdamW."""
+
+    name: str = "transformer"
+    layers: int = 4
+    d_model: int = 256
+    heads: int = 4
+    mlp_ratio: int = 4
+    vocab_size: int | None = None
+    lr: float = 3e-4
+
+
+ModelConfig = SimulatedModelConfig | MLPConfig | SmallCNNConfig | ResNet18Config | TransformerConfig
 
 
 @dataclass
@@ -147,7 +233,7 @@ class RunConfig:
     model: ModelConfig
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     trial: TrialConfig = field(default_factory=TrialConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
+    storage: AnyStorageConfig = field(default_factory=StorageConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
 
@@ -155,14 +241,26 @@ class RunConfig:
 DATASETS: dict[str, type[Any]] = {
     "synthetic_images": SyntheticImagesConfig,
     "image_folder": ImageFolderConfig,
+    "array_shards": ArrayShardsConfig,
+    "tokens": TokensConfig,
     "custom": CustomDatasetConfig,
 }
 MODELS: dict[str, type[Any]] = {
     "simulated": SimulatedModelConfig,
     "mlp": MLPConfig,
     "small_cnn": SmallCNNConfig,
+    "resnet18": ResNet18Config,
+    "transformer": TransformerConfig,
 }
-STORAGES: dict[str, type[Any]] = {"local": StorageConfig}
+# hdd and nfs are presets of the throttled device: same schema, their own name on the record.
+STORAGES: dict[str, type[Any]] = {
+    "local": StorageConfig,
+    "cold": ColdStorageConfig,
+    "memory": MemoryStorageConfig,
+    "throttled": ThrottledStorageConfig,
+    "hdd": ThrottledStorageConfig,
+    "nfs": ThrottledStorageConfig,
+}
 
 
 def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:

@@ -30,6 +30,11 @@ class TrialResult:
         machine: host, CPUs, memory, torch, GPU.
         measure_s: from creating the iterator to the end of the timed window (first batch,
             warm-up and timed steps): the part of a trial that is measurement, not set-up.
+        storage: figures the storage reported, e.g. ``storage_cached_fraction`` (share of
+            the dataset in the page cache when loading began) or, on a throttled device,
+            ``storage_read_mb_per_s`` and ``storage_busy_fraction`` over the timed window.
+        accelerator: on CUDA, ``gpu_memory_peak_mb``, ``gpu_utilization_percent`` and
+            ``h2d_mb_per_s`` (host-to-device copy speed; ``copy_ms_mean`` is its time).
     """
 
     summary: TimingSummary
@@ -48,6 +53,8 @@ class TrialResult:
     warnings: list[str] = field(default_factory=list)
     window_start: float = 0.0
     measure_s: float = 0.0
+    storage: dict[str, float] = field(default_factory=dict)
+    accelerator: dict[str, float] = field(default_factory=dict)
 
     @property
     def objective(self) -> float:
@@ -74,6 +81,8 @@ class TrialResult:
             "timed_steps": float(s.steps),
             "timed_samples": float(s.samples),
             "window_s": s.window_s,
+            **self.storage,
+            **self.accelerator,
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,24 +8,40 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
 from loadertune.config import RunConfig
+from loadertune.errors import ConfigError
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord, StepTimer, summarize
 from loadertune.validation import validate
+
+if TYPE_CHECKING:
+    from loadertune.storage import StorageSession
 
 StepCallback = Callable[[StepRecord, bool], None]
 """Called after every step with the record and whether it was inside the timed window."""
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` picks CUDA when present, else the CPU."""
+    """``auto`` picks CUDA when present, else the CPU; asking for absent CUDA is refused.
+
+    Raises:
+        ConfigError: ``trial.device`` names CUDA on a machine without it.
+    """
     import torch
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            "trial.device",
+            name,
+            "asks for CUDA but torch sees no CUDA device here",
+            "use trial.device=auto or cpu on this machine",
+        )
     return name
 
 
@@ -34,33 +50,53 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
 
     The first batch (worker start-up) is always outside the timed window and is reported as
     ``first_batch_s``; ``trial.warmup_steps`` further steps follow before timing starts.
+    The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
+    a simulated device) and cleaned up after, however the trial ends.
 
     Raises:
         ConfigError: for settings that cannot work, before any worker starts.
     """
+    from loadertune.storage import open_storage
+
+    validate(config)
+    with open_storage(config.storage) as store:
+        return _run_on_storage(config, store, on_step)
+
+
+def _run_on_storage(
+    config: RunConfig, store: StorageSession, on_step: StepCallback | None
+) -> TrialResult:
     import torch
     import torch.multiprocessing as mp
 
+    from loadertune import preflight
     from loadertune.datasets import build_dataset
     from loadertune.loader import build_dataloader, effective_settings
     from loadertune.machine import machine_info
     from loadertune.models import build_train_step, split_batch
 
-    validate(config)
     tc = config.trial
     torch.manual_seed(tc.seed)
     if tc.torch_threads is not None:
         torch.set_num_threads(tc.torch_threads)
     device = torch.device(resolve_device(tc.device))
-    dataset = build_dataset(config)
+    dataset = build_dataset(config, store)
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
-    step_fn = build_train_step(config.model, dataset[0], num_classes, device, config.dataset.name)
+    vocab_size = getattr(dataset, "vocab_size", None)
+    sample = dataset[0]
+    step_fn = build_train_step(
+        config.model, sample, num_classes, device, config.dataset.name, vocab_size
+    )
     effective = effective_settings(config.loader, device)
+    preflight.check(effective, sample)
     start_method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
     start_method = start_method or mp.get_all_start_methods()[0]
     if effective.num_workers == 0:
         start_method = "none"
     sync = _synchronizer(device)
+    copies = copy_timer(device, sync)
+    gpu = GpuMonitor(device, tc.sample_hz) if device.type == "cuda" else None
+    store.before_loading()
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -68,7 +104,7 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
             dataset, effective, device, generator=torch.Generator().manual_seed(tc.seed)
         )
         with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
-            loop = _StepLoop(loader, device, effective.non_blocking, step_fn, sync, split_batch)
+            loop = _StepLoop(loader, device, effective.non_blocking, step_fn, copies, split_batch)
             measure_start = time.perf_counter()
             first_batch_s = loop.first_batch()
             for _ in range(tc.warmup_steps):
@@ -78,6 +114,10 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
             timer = StepTimer()
             monitor.sample()
             cpu_start = monitor.cpu_seconds
+            copies.reset()
+            store.window_started()
+            if gpu is not None:
+                gpu.start()
             window_start = time.perf_counter()
             deadline = window_start + tc.time_limit_s
             truncated = False
@@ -89,6 +129,8 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
                     truncated = len(timer.records) < tc.steps
                     break
             window_end = time.perf_counter()
+            accelerator = gpu.stop() if gpu is not None else {}
+            store.window_ended(window_end - window_start)
             monitor.sample()
             cpu_window = monitor.cpu_seconds - cpu_start
             loop.close()
@@ -109,9 +151,11 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         epochs=loop.epochs,
         truncated=truncated,
         machine=machine_info(),
-        warnings=sorted({str(w.message) for w in caught}),
+        warnings=sorted({str(w.message) for w in caught} | set(gpu.warnings if gpu else [])),
         window_start=window_start,
         measure_s=window_end - measure_start,
+        storage=dict(store.figures),
+        accelerator=accelerator | (copy_figures(copies) if device.type != "cpu" else {}),
     )
 
 
@@ -125,7 +169,11 @@ def _synchronizer(device: Any) -> Callable[[], None]:
 
 
 class _StepLoop:
-    """Pull batches (starting a new epoch when one runs out), copy them, step the model."""
+    """Pull batches (starting a new epoch when one runs out), copy them, step the model.
+
+    Each step ends synchronised with the device; ``copies`` times the host-to-device copy
+    (with CUDA events on a GPU, so the copy is not forced to finish before the step starts).
+    """
 
     def __init__(
         self,
@@ -133,14 +181,15 @@ class _StepLoop:
         device: Any,
         non_blocking: bool,
         step_fn: Callable[[Any, Any], None],
-        sync: Callable[[], None],
+        copies: HostCopyTimer,
         split: Callable[[Any], tuple[Any, Any]],
     ) -> None:
         self.loader = loader
         self.device = device
         self.non_blocking = non_blocking
         self.step_fn = step_fn
-        self.sync = sync
+        self.copies = copies
+        self.sync = copies.sync
         self.split = split
         self.epochs = 0
         self._it: Any = None
@@ -173,14 +222,15 @@ class _StepLoop:
             batch = self._next()
         timer.batch_ready()
         inputs, targets = self.split(batch)
+        self.copies.start()
         inputs = inputs.to(self.device, non_blocking=self.non_blocking)
         if targets is not None and hasattr(targets, "to"):
             targets = targets.to(self.device, non_blocking=self.non_blocking)
-        self.sync()
+        self.copies.stop(inputs, targets)
         timer.copied()
         self.step_fn(inputs, targets)
         self.sync()
-        return timer.stepped(len(inputs))
+        return self.copies.finish(timer, timer.stepped(len(inputs)))
 
     def close(self) -> None:
         """Shut the workers down now rather than at garbage collection."""

@@ -155,8 +155,20 @@ def import_target(path: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+def validate_workload(config: RunConfig) -> None:
+    """Dataset knobs, storage settings and the dataset/model pair, each checked beside its code."""
+    from loadertune.datasets import check_dataset
+    from loadertune.models import check_workload
+    from loadertune.storage import check_storage
+
+    check_dataset(config.dataset)
+    check_storage(config.storage, config.dataset)
+    check_workload(config)
+
+
 def validate(config: RunConfig) -> None:
     """Run every check that needs no dataset to be built and no worker to start."""
     validate_loader(config.loader)
     validate_trial(config.trial)
     validate_dataset(config)
+    validate_workload(config)

@@ -74,6 +74,10 @@ def verdict_figure(
         ]
         ax.scatter([p[0] for p in points], [p[1] for p in points], s=18)
         ax.set(xlabel="num_workers", title=title)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(f"study {study.study_name}")
     fig.tight_layout()
     fig.savefig(out, dpi=90)

@@ -1,26 +1,51 @@
-"""The Optuna study a sweep runs: where it is stored, what it is called, and resuming it.
+"""The Optuna study a sweep runs: where it is stored, what it is called, and sharing it.
 
 By default the study is an SQLite file under ``outputs/`` and its name is derived from the
-workload and the host, so running the same command again continues the same study.
+workload and the machine class, so running the same command again continues the same study,
+and hosts of one class that share a storage (PostgreSQL, MySQL) meet in one study.
+
+Several sweep processes (one per host) may run one study at once. Optuna numbers trials in a
+transaction that locks the study row, so trial numbers order the hosts' requests; ``Slots``
+uses that to keep a study-wide total exact, and fails the trials of sweeps that died (same
+host: the process is gone; any host: no heartbeat for ``GRACE_S`` seconds) so another host
+runs them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import random
 import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
 import psutil
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
+
+from . import _fleet
 
 OWNER_HOST = "owner_host"
 OWNER_PID = "owner_pid"
 OWNER_STARTED = "owner_started"
 REASON = "reason"
+INTERRUPTED = "interrupted"  # the sweep that ran the trial died: it measured nothing
+OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
+LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
+
+HEARTBEAT_S = 10  # a server-backed study's sweep records a heartbeat this often
+GRACE_S = 60  # a RUNNING trial whose heartbeat is older than this is failed by any host
+UNCLAIMED_S = 60.0  # a RUNNING trial with no owner after this long is failed too
+POLL_S = 2.0  # how often a host waiting on other hosts' last trials looks again
 
 
 def absolute_storage(url: str | None, output_root: str) -> str:
@@ -38,14 +63,16 @@ def absolute_storage(url: str | None, output_root: str) -> str:
 
 
 def default_study_name(choices: dict[str, str], measured: dict[str, Any]) -> str:
-    """``<dataset>-<storage>-<model>@<host>-<digest of everything else that is measured>``.
+    """``<dataset>-<storage>-<model>@<machine class>-<digest of everything else measured>``.
 
     The digest covers the fixed settings (dataset knobs, trial length, fixed loader keys), so
     a different workload never silently joins a study whose timings it cannot be compared to.
+    The machine class (``8cpu-31g-nogpu-1a2b3c4d``, see ``_fleet``) replaces the host name:
+    identical hosts sharing a storage join one study, different hardware gets its own.
     """
     digest = hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode())
     workload = "-".join(choices[g] for g in ("dataset", "storage", "model"))
-    return f"{workload}@{socket.gethostname()}-{digest.hexdigest()[:8]}"
+    return f"{workload}@{_fleet.fingerprint().machine_class}-{digest.hexdigest()[:8]}"
 
 
 def open_study(
@@ -54,11 +81,19 @@ def open_study(
     direction: Any,
     sampler: optuna.samplers.BaseSampler,
     pruner: optuna.pruners.BasePruner,
+    heartbeat_s: int | None = HEARTBEAT_S,
+    grace_s: int = GRACE_S,
 ) -> optuna.Study:
-    """Create the study, or load it when it exists (resume)."""
+    """Create the study, or load it when it exists (resume, or join another host's).
+
+    A database server (not SQLite) gets Optuna's heartbeats, so a host can tell when another
+    host's sweep died mid-trial. Hosts that start at the same moment on an empty database
+    race to create Optuna's tables; the loser retries.
+    """
     directions = list(direction) if isinstance(direction, list | tuple) else None
+    backend = _storage(storage, heartbeat_s, grace_s)
     return optuna.create_study(
-        storage=storage,
+        storage=backend,
         study_name=name,
         sampler=sampler,
         pruner=pruner,
@@ -68,33 +103,75 @@ def open_study(
     )
 
 
+def _storage(url: str, heartbeat_s: int | None, grace_s: int) -> optuna.storages.RDBStorage:
+    server = not url.startswith("sqlite")
+    kwargs: dict[str, Any] = {"engine_kwargs": {"pool_pre_ping": True} if server else {}}
+    if server and heartbeat_s:
+        kwargs.update(heartbeat_interval=heartbeat_s, grace_period=grace_s)
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception:  # e.g. UniqueViolation: another host created the tables first
+            if attempt == 2 or not server:
+                raise
+            time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")
+
+
 def claim(trial: optuna.trial.Trial) -> None:
-    """Mark the trial as owned by this process, so a later run can tell if its owner died."""
+    """Mark the trial as owned by this process on this machine, so a later run can tell if
+    its owner died, and every trial says which host and hardware measured it."""
     me = psutil.Process()
     trial.set_user_attr(OWNER_HOST, socket.gethostname())
     trial.set_user_attr(OWNER_PID, me.pid)
     trial.set_user_attr(OWNER_STARTED, me.create_time())
+    for key, value in _fleet.trial_attrs(_fleet.fingerprint()).items():
+        trial.set_user_attr(key, value)
 
 
 def fail_orphaned_trials(study: optuna.Study) -> list[int]:
-    """Mark FAIL the RUNNING trials whose owning process on this host is gone.
+    """Mark FAIL (reason ``interrupted``) the RUNNING trials whose sweep is gone.
 
-    Optuna's heartbeats only work inside ``optimize()``; an ask/tell sweep that was killed
-    leaves its trial RUNNING forever. Trials owned by a live process, or by another host,
-    are left alone: they may still be running.
+    Optuna's heartbeats only run inside ``optimize()``; an ask/tell sweep that was killed
+    leaves its trial RUNNING forever. A trial counts as orphaned when its owner on this host
+    is no longer running, when its heartbeat (server storages) is older than the grace
+    period whatever its host, or when nobody claimed it within ``UNCLAIMED_S``. Trials of a
+    live process, or of another host still beating, are left alone.
     """
+    stale = set(_stale_trial_ids(study))
+    now = datetime.now()
     failed = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        attrs = frozen.user_attrs
-        if attrs.get(OWNER_HOST) not in (None, socket.gethostname()):
-            continue
-        if _alive(attrs.get(OWNER_PID), attrs.get(OWNER_STARTED)):
-            continue
-        trial = optuna.trial.Trial(study, frozen._trial_id)
-        trial.set_user_attr(REASON, "interrupted")
-        study.tell(frozen.number, state=TrialState.FAIL)
-        failed.append(frozen.number)
+        if frozen._trial_id in stale or _orphaned_here(frozen, now):
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, ValueError):
+                # Another host may fail it first, or its owner may finish it meanwhile.
+                trial = optuna.trial.Trial(study, frozen._trial_id)
+                trial.set_user_attr(REASON, INTERRUPTED)
+                study.tell(frozen.number, state=TrialState.FAIL)
+                failed.append(frozen.number)
     return failed
+
+
+def _orphaned_here(frozen: FrozenTrial, now: datetime) -> bool:
+    attrs = frozen.user_attrs
+    host = attrs.get(OWNER_HOST)
+    if host is None:
+        started = frozen.datetime_start
+        return started is not None and now - started > timedelta(seconds=UNCLAIMED_S)
+    if host != socket.gethostname():
+        return False
+    return not _alive(attrs.get(OWNER_PID), attrs.get(OWNER_STARTED))
+
+
+def _stale_trial_ids(study: optuna.Study) -> list[int]:
+    """Trials whose heartbeat stopped, on any host (empty without heartbeats)."""
+    storage: Any = study._storage
+    if getattr(storage, "get_heartbeat_interval", lambda: None)() is None:
+        return []
+    ids: list[int] = storage._get_stale_trial_ids(study._study_id)
+    return ids
 
 
 def _alive(pid: Any, started: Any) -> bool:
@@ -111,3 +188,145 @@ def finished_count(study: optuna.Study) -> int:
     """Trials that ended (complete, pruned or failed), across all runs of the study."""
     done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     return len(study.get_trials(deepcopy=False, states=done))
+
+
+def counts(trial: FrozenTrial) -> bool:
+    """Whether a trial uses up a place of the study's total.
+
+    Complete, pruned and failed trials do, and so does a running one (it will end); a trial
+    lost with its sweep (``interrupted``) or given back (``over_budget``) does not: it
+    measured nothing, and another trial takes its place.
+    """
+    if trial.state == TrialState.FAIL:
+        return trial.user_attrs.get(REASON) not in (*LOST, None)
+    return trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+
+
+def tally(study: optuna.Study) -> tuple[int, int]:
+    """(finished trials that count, running trials) of the whole study."""
+    trials = study.get_trials(deepcopy=False)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    finished = sum(counts(t) and t.state != TrialState.RUNNING for t in trials)
+    return finished, running
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many trials this invocation runs, and the total that stops every host.
+
+    ``count_trials=invocation`` (the official plugin's meaning): ``n_trials`` is what this
+    invocation runs; ``max_trials_total``, if set, caps the whole study. ``count_trials=study``:
+    ``n_trials`` is the study's total, so N hosts running the same command together run
+    ``n_trials`` trials; each host keeps going until the study holds them all.
+    """
+
+    runs: int | None  # trials this invocation runs at most; None: until the total is reached
+    total: int | None  # trials that count in the whole study; None: no cap
+    shown: int  # the number to show as "running N now"
+
+    @classmethod
+    def of(
+        cls, n_trials: int, max_trials_total: int | None, count_trials: str, study: optuna.Study
+    ) -> Budget:
+        finished, running = tally(study)
+        taken = finished + running
+        if count_trials == "study":
+            total = n_trials if max_trials_total is None else min(n_trials, max_trials_total)
+            return cls(None, total, max(0, total - taken))
+        if max_trials_total is None:
+            return cls(n_trials, None, n_trials)
+        runs = min(n_trials, max(0, max_trials_total - taken))
+        return cls(runs, max_trials_total, runs)
+
+    def allows(self, ran: int) -> bool:
+        """Whether this invocation may start another trial after ``ran``."""
+        return self.runs is None or ran < self.runs
+
+
+class Slots:
+    """Hands this host the study's next trial, one at a time, within the study-wide total.
+
+    Before each trial it fails trials whose sweep died (``on_lost`` records them) so they
+    are run again. When every place of the total is taken by trials still running on other
+    hosts, it waits for them (a host that dies frees its place) rather than leaving early.
+    While this host's trial runs, a thread records Optuna heartbeats for it (server storages).
+    """
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        total: int | None,
+        stopped: Callable[[], bool] = lambda: False,
+        on_lost: Callable[[list[int]], None] | None = None,
+        note: Callable[[str], None] | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.study = study
+        self.total = total
+        self.stopped = stopped
+        self.on_lost = on_lost
+        self.note = note
+        self.poll_s = poll_s
+        self._current: int | None = None
+        self._stop = threading.Event()
+        self._beater: threading.Thread | None = None
+
+    def next(self) -> optuna.trial.Trial | None:
+        """This host's next trial, claimed; None once the study holds its total (or on stop)."""
+        said = False
+        while not self.stopped():
+            lost = fail_orphaned_trials(self.study)
+            if lost and self.on_lost is not None:
+                self.on_lost(lost)
+            if self.total is None:
+                return self._take(self.study.ask())
+            finished, running = tally(self.study)
+            if finished >= self.total:
+                return None
+            if finished + running < self.total:
+                trial = self.study.ask()
+                if self._within_total(trial):
+                    return self._take(trial)
+                trial.set_user_attr(REASON, OVER_BUDGET)
+                self.study.tell(trial, state=TrialState.FAIL)
+            elif not said and self.note is not None:
+                said = True
+                self.note(
+                    f"all {self.total} places of the study are taken: waiting for the "
+                    f"{running} trials still running elsewhere (a host that dies frees its place)"
+                )
+            time.sleep(self.poll_s)
+        return None
+
+    def close(self) -> None:
+        """Stop the heartbeat thread."""
+        self._stop.set()
+        if self._beater is not None:
+            self._beater.join(timeout=5)
+
+    def _within_total(self, trial: optuna.trial.Trial) -> bool:
+        """Whether fewer than ``total`` counting trials were numbered before this one."""
+        assert self.total is not None
+        earlier = self.study.get_trials(deepcopy=False)
+        return sum(t.number < trial.number and counts(t) for t in earlier) < self.total
+
+    def _take(self, trial: optuna.trial.Trial) -> optuna.trial.Trial:
+        claim(trial)
+        storage: Any = self.study._storage
+        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+        if interval:
+            storage.record_heartbeat(trial._trial_id)
+            self._current = trial._trial_id
+            if self._beater is None:
+                self._beater = threading.Thread(
+                    target=self._beat, args=(storage, interval), name="loadertune-heartbeat"
+                )
+                self._beater.daemon = True
+                self._beater.start()
+        return trial
+
+    def _beat(self, storage: Any, interval: float) -> None:
+        while not self._stop.wait(interval):
+            if self._current is not None:
+                with contextlib.suppress(Exception):  # a missed beat is not worth a crash
+                    storage.record_heartbeat(self._current)

@@ -1,35 +1,59 @@
-"""Datasets a trial can read: generated, a user's own folder, or a user's own class."""
+"""Datasets a trial can read: generated images, shards or tokens, a user's folder or class.
+
+Every dataset is map-style, picklable (spawn and forkserver workers get a copy) and small per
+worker: paths and offsets in numpy arrays, files opened lazily in each process. Built-in
+datasets place their files on the trial's storage and read through its reader, so the same
+dataset runs on ``local``, ``cold``, ``memory`` or a throttled device unchanged.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadertune.config import (
+    ArrayShardsConfig,
     CustomDatasetConfig,
     ImageFolderConfig,
     RunConfig,
     SyntheticImagesConfig,
+    TokensConfig,
     resolve_path,
 )
-from loadertune.storage import prepare_storage
+from loadertune.datasets._checks import check_dataset
 
-__all__ = ["build_dataset"]
+if TYPE_CHECKING:
+    from loadertune.storage import StorageSession
+
+__all__ = ["build_dataset", "check_dataset"]
 
 
-def build_dataset(config: RunConfig) -> Any:
-    """Build the map-style dataset that ``config.dataset`` names, on ``config.storage``."""
+def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> Any:
+    """Build the dataset ``config.dataset`` names, placed on ``storage`` (plain files if None)."""
+    from loadertune.storage import StorageSession
+
+    store = storage or StorageSession(config.storage)
     ds = config.dataset
-    if isinstance(ds, SyntheticImagesConfig):
-        from loadertune.datasets.image_folder import ImageFolderDataset
-        from loadertune.datasets.synthetic import ensure_synthetic_images
-
-        root = ensure_synthetic_images(ds, resolve_path(config.paths.dataset_cache))
-        return ImageFolderDataset(prepare_storage(config.storage, root), ds.crop_size)
-    if isinstance(ds, ImageFolderConfig):
+    cache = resolve_path(config.paths.dataset_cache)
+    if isinstance(ds, SyntheticImagesConfig | ImageFolderConfig):
         from loadertune.datasets.image_folder import ImageFolderDataset
 
-        root = prepare_storage(config.storage, resolve_path(ds.root))
-        return ImageFolderDataset(root, ds.crop_size)
+        if isinstance(ds, SyntheticImagesConfig):
+            from loadertune.datasets.synthetic import ensure_synthetic_images
+
+            root = ensure_synthetic_images(ds, cache)
+        else:
+            root = resolve_path(ds.root)
+        return ImageFolderDataset(store.place(root), ds.crop_size, store.reader)
+    if isinstance(ds, ArrayShardsConfig):
+        from loadertune.datasets.array_shards import ArrayShardsDataset, ensure_array_shards
+
+        root = resolve_path(ds.root) if ds.root else ensure_array_shards(ds, cache)
+        return ArrayShardsDataset(store.place(root), store.reader)
+    if isinstance(ds, TokensConfig):
+        from loadertune.datasets.tokens import TokenDataset, ensure_tokens
+
+        path = resolve_path(ds.path) if ds.path else ensure_tokens(ds, cache)
+        return TokenDataset(store.place(path), ds.seq_len, ds.vocab_size, store.reader)
     if isinstance(ds, CustomDatasetConfig):
         from loadertune.validation import import_target
 

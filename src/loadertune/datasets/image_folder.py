@@ -2,15 +2,19 @@
 
 Paths and labels are held in numpy arrays rather than Python lists: every DataLoader worker
 touches the dataset, and reference-counted Python objects get copied into each worker on read
-(pytorch issue 13246), while numpy buffers stay shared.
+(pytorch issue 13246), while numpy buffers stay shared. Files are read whole through the
+storage's reader (a throttled device charges each one), then decoded from memory.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from loadertune.storage import Reader
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32).reshape(3, 1, 1)
@@ -25,7 +29,9 @@ class ImageFolderDataset:
     augmentation, so the CPU cost per sample is like a real image pipeline's.
     """
 
-    def __init__(self, root: str | Path, crop_size: int = 224) -> None:
+    def __init__(
+        self, root: str | Path, crop_size: int = 224, reader: Reader | None = None
+    ) -> None:
         root = Path(root)
         classes = sorted(p.name for p in root.iterdir() if p.is_dir())
         paths: list[str] = []
@@ -44,6 +50,7 @@ class ImageFolderDataset:
         self.classes = classes
         self.num_classes = len(classes)
         self.crop_size = crop_size
+        self.reader = reader or Reader()
         self._paths = np.array(paths, dtype=np.bytes_)
         self._labels = np.array(labels, dtype=np.int64)
 
@@ -55,7 +62,7 @@ class ImageFolderDataset:
         from PIL import Image
 
         path = self._paths[index].decode()
-        with Image.open(path) as file:
+        with Image.open(io.BytesIO(self.reader.read_file(path))) as file:
             rgb = _resize_to_cover(file.convert("RGB"), self.crop_size)
             pixels = np.asarray(rgb, dtype=np.uint8)
         rng = np.random.default_rng()

@@ -20,7 +20,10 @@ def compose_run_config(overrides: Sequence[str]) -> Any:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
             "config",
-            overrides=[f"paths.output_root={ROOT / 'outputs'}", "tracking.enabled=false",
-                       *overrides],
+            overrides=[
+                f"paths.output_root={ROOT / 'outputs'}",
+                "tracking.enabled=false",
+                *overrides,
+            ],
         )
     return to_run_config(cfg)

@@ -1,6 +1,6 @@
 """Repeatability: the same configuration measured N times in a row; the spread of the figure.
 
-    .venv/bin/python benchmarks/repeatability.py [--repeats 5] [override ...]
+.venv/bin/python benchmarks/repeatability.py [--repeats 5] [override ...]
 """
 
 from __future__ import annotations

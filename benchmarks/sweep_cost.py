@@ -27,7 +27,9 @@ def main() -> None:
     start = time.perf_counter()
     proc = subprocess.run(
         [script, "-m", f"paths.output_root={out}", "hydra.sweeper.study_name=bench", *overrides],
-        capture_output=True, text=True, cwd=out,
+        capture_output=True,
+        text=True,
+        cwd=out,
     )
     wall = time.perf_counter() - start
     if proc.returncode:
@@ -52,8 +54,10 @@ def main() -> None:
     zero = [t.value for t in trials if t.params.get("loader.num_workers") == 0 and t.value]
     print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}")
     print(f"sweep wall time: {wall:.1f} s for {len(trials)} trials (dataset generation included)")
-    print(f"fixed cost per trial outside the measured steps: median {statistics.median(gaps):.2f}"
-          f" s, max {max(gaps):.2f} s over {len(gaps)} trials")
+    print(
+        f"fixed cost per trial outside the measured steps: median {statistics.median(gaps):.2f}"
+        f" s, max {max(gaps):.2f} s over {len(gaps)} trials"
+    )
     print(f"best trial {best.number}: {best.value:.4f} ms/sample {best.params}")
     if zero:
         print(f"num_workers=0: {min(zero):.4f} ms/sample; best/zero = {best.value / min(zero):.3f}")

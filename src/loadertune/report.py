@@ -92,6 +92,7 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
             + (" (stopped by trial.time_limit_s)" if result.truncated else ""),
         ),
     ]
+    rows += [(name, value) for name, value in device_rows(result) if value]
     for name, value in rows:
         table.add_row(name, value)
     from loadertune.diagnosis import diagnose_result
@@ -101,6 +102,32 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
     for warning in result.warnings:
         table.add_row("[yellow]warning", warning)
     return table
+
+
+def device_rows(result: TrialResult) -> list[tuple[str, str]]:
+    """What the storage and the accelerator reported, where they reported anything."""
+    st, gpu = result.storage, result.accelerator
+    parts = []
+    if "storage_read_mb_per_s" in st:
+        parts.append(
+            f"simulated device read {st['storage_read_mb_per_s']:.1f} MB/s, "
+            f"{st['storage_busy_fraction']:.0%} of its read slots and "
+            f"{st['storage_bandwidth_fraction']:.0%} of its bandwidth in use"
+        )
+    if "storage_copied_mb" in st:
+        parts.append(f"RAM copy of {st['storage_copied_mb']:,.0f} MB")
+    if "storage_evicted_mb" in st:
+        parts.append(f"evicted {st['storage_evicted_mb']:,.0f} MB from the page cache")
+    if "storage_cached_fraction" in st:
+        parts.append(f"{st['storage_cached_fraction']:.0%} in the page cache at the start")
+    gpu_parts = []
+    if "gpu_memory_peak_mb" in gpu:
+        gpu_parts.append(f"peak {gpu['gpu_memory_peak_mb']:,.0f} MB allocated")
+    if "gpu_utilization_percent" in gpu:
+        gpu_parts.append(f"{gpu['gpu_utilization_percent']:.0f}% busy (NVML)")
+    if "h2d_mb_per_s" in gpu:
+        gpu_parts.append(f"host-to-device {gpu['h2d_mb_per_s']:,.0f} MB/s")
+    return [("storage", "; ".join(parts)), ("GPU", "; ".join(gpu_parts))]
 
 
 def print_summary(config: RunConfig, result: TrialResult) -> None:

@@ -32,7 +32,8 @@ class TrialResult:
             warm-up and timed steps): the part of a trial that is measurement, not set-up.
         storage: figures the storage reported, e.g. ``storage_cached_fraction`` (share of
             the dataset in the page cache when loading began) or, on a throttled device,
-            ``storage_read_mb_per_s`` and ``storage_busy_fraction`` over the timed window.
+            ``storage_read_mb_per_s``, ``storage_busy_fraction`` (share of its read slots
+            in use) and ``storage_bandwidth_fraction`` over the timed window.
         accelerator: on CUDA, ``gpu_memory_peak_mb``, ``gpu_utilization_percent`` and
             ``h2d_mb_per_s`` (host-to-device copy speed; ``copy_ms_mean`` is its time).
     """

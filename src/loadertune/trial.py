@@ -155,7 +155,7 @@ def _run_on_storage(
         window_start=window_start,
         measure_s=window_end - measure_start,
         storage=dict(store.figures),
-        accelerator=accelerator | (copy_figures(copies) if device.type != "cpu" else {}),
+        accelerator=accelerator | (copy_figures(copies) if device.type == "cuda" else {}),
     )
 
 

@@ -122,13 +122,17 @@ def _storage(url: str, heartbeat_s: int | None, grace_s: int) -> optuna.storages
 
 def claim(trial: optuna.trial.Trial) -> None:
     """Mark the trial as owned by this process on this machine, so a later run can tell if
-    its owner died, and every trial says which host and hardware measured it."""
+    its owner died, and every trial says which host and hardware measured it.
+
+    The host is written last: another sweep on this host that sees it also sees the pid, and
+    would otherwise take a half-claimed trial for an orphan.
+    """
     me = psutil.Process()
-    trial.set_user_attr(OWNER_HOST, socket.gethostname())
     trial.set_user_attr(OWNER_PID, me.pid)
     trial.set_user_attr(OWNER_STARTED, me.create_time())
     for key, value in _fleet.trial_attrs(_fleet.fingerprint()).items():
         trial.set_user_attr(key, value)
+    trial.set_user_attr(OWNER_HOST, socket.gethostname())
 
 
 def fail_orphaned_trials(study: optuna.Study) -> list[int]:
@@ -157,7 +161,7 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
 def _orphaned_here(frozen: FrozenTrial, now: datetime) -> bool:
     attrs = frozen.user_attrs
     host = attrs.get(OWNER_HOST)
-    if host is None:
+    if host is None or attrs.get(OWNER_PID) is None:  # not (fully) claimed yet
         started = frozen.datetime_start
         return started is not None and now - started > timedelta(seconds=UNCLAIMED_S)
     if host != socket.gethostname():
@@ -279,12 +283,12 @@ class Slots:
             if lost and self.on_lost is not None:
                 self.on_lost(lost)
             if self.total is None:
-                return self._take(self.study.ask())
+                return self._take(self._ask())
             finished, running = tally(self.study)
             if finished >= self.total:
                 return None
             if finished + running < self.total:
-                trial = self.study.ask()
+                trial = self._ask()
                 if self._within_total(trial):
                     return self._take(trial)
                 trial.set_user_attr(REASON, OVER_BUDGET)
@@ -292,8 +296,9 @@ class Slots:
             elif not said and self.note is not None:
                 said = True
                 self.note(
-                    f"all {self.total} places of the study are taken: waiting for the "
-                    f"{running} trials still running elsewhere (a host that dies frees its place)"
+                    f"all {self.total} places of the study are taken: waiting for "
+                    f"{running} trial{'s' * (running != 1)} still running elsewhere (a host "
+                    "that dies frees its place)"
                 )
             time.sleep(self.poll_s)
         return None
@@ -303,6 +308,11 @@ class Slots:
         self._stop.set()
         if self._beater is not None:
             self._beater.join(timeout=5)
+
+    def _ask(self) -> optuna.trial.Trial:
+        with warnings.catch_warnings():  # we beat ourselves; Optuna assumes optimize() does
+            warnings.filterwarnings("ignore", "Heartbeat of storage is supposed to be used")
+            return self.study.ask()
 
     def _within_total(self, trial: optuna.trial.Trial) -> bool:
         """Whether fewer than ``total`` counting trials were numbered before this one."""

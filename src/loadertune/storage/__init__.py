@@ -1,0 +1,115 @@
+"""Where a dataset's bytes live while a trial reads them.
+
+- ``local``: files read where they are, the page cache as the OS leaves it.
+- ``cold``: files evicted from the page cache (``posix_fadvise``) before each trial, so every
+  trial reads from the device and trial order does not favour later trials.
+- ``memory``: files copied to a RAM file system (``/dev/shm``) for the trial, removed after.
+- ``throttled`` (presets ``hdd``, ``nfs``): a simulated slow device with per-read latency and
+  a bandwidth shared by all worker processes together, like one real disk.
+
+A trial opens a :class:`StorageSession` with :func:`open_storage`; datasets place their files
+with it and read through its :class:`Reader`, so they need not know which storage it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from loadertune.config import (
+    AnyStorageConfig,
+    ColdStorageConfig,
+    CustomDatasetConfig,
+    DatasetConfig,
+    MemoryStorageConfig,
+    ThrottledStorageConfig,
+)
+from loadertune.errors import ConfigError
+from loadertune.storage._device import SharedDevice
+from loadertune.storage._reader import Reader, ThrottledReader
+from loadertune.storage._session import StorageSession, session_for
+
+__all__ = [
+    "Reader",
+    "SharedDevice",
+    "StorageSession",
+    "ThrottledReader",
+    "check_storage",
+    "open_storage",
+    "remove_stale_scratch",
+]
+
+
+@contextmanager
+def open_storage(config: AnyStorageConfig) -> Iterator[StorageSession]:
+    """A session for one trial on ``config``; what it made is removed when the block exits."""
+    session = session_for(config)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def remove_stale_scratch(parent: Path | None = None) -> list[Path]:
+    """Remove RAM copies and device files left in ``parent`` (``/dev/shm``) by killed trials.
+
+    A trial removes its own when it ends; one killed with SIGKILL (pruned, timed out) cannot.
+    The next trial's storage removes them, and so can a sweep after each trial process ends.
+    """
+    from loadertune.storage import _scratch
+
+    return _scratch.remove_stale(parent or _scratch.default_parent())
+
+
+def check_storage(storage: AnyStorageConfig, dataset: DatasetConfig) -> None:
+    """Reject storage settings that cannot work, before anything is built."""
+    if storage.name != "local" and isinstance(dataset, CustomDatasetConfig):
+        raise ConfigError(
+            "storage.name",
+            storage.name,
+            "needs a dataset whose files loadertune knows, but dataset=custom reads its own",
+            "use storage=local with dataset=custom, or a built-in dataset "
+            "(image_folder reads your own images)",
+        )
+    if isinstance(storage, ThrottledStorageConfig):
+        _check_throttled(storage)
+    elif isinstance(storage, MemoryStorageConfig):
+        if not Path(storage.dir).is_dir():
+            raise ConfigError(
+                "storage.dir",
+                storage.dir,
+                "is not an existing directory",
+                "point it at a RAM file system, e.g. storage.dir=/dev/shm",
+            )
+    elif isinstance(storage, ColdStorageConfig):
+        from loadertune.storage._page_cache import can_evict
+
+        if not can_evict():
+            raise ConfigError(
+                "storage.name",
+                "cold",
+                "needs posix_fadvise to evict files from the page cache (Linux)",
+                "use storage=local on this platform",
+            )
+
+
+def _check_throttled(storage: ThrottledStorageConfig) -> None:
+    if not storage.latency_ms >= 0:
+        raise ConfigError(
+            "storage.latency_ms", storage.latency_ms, "must be >= 0", "e.g. storage.latency_ms=10"
+        )
+    if not storage.bandwidth_mb_s > 0:
+        raise ConfigError(
+            "storage.bandwidth_mb_s",
+            storage.bandwidth_mb_s,
+            "must be > 0",
+            "e.g. storage.bandwidth_mb_s=160",
+        )
+    if storage.queue_depth < 1:
+        raise ConfigError(
+            "storage.queue_depth",
+            storage.queue_depth,
+            "must be >= 1 (reads the device serves at once)",
+            "e.g. storage.queue_depth=1 for a disk, 16 for a network file system",
+        )

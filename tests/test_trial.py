@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import psutil
 import pytest
 from omegaconf import DictConfig
 
@@ -49,10 +50,12 @@ def test_workers_are_real_processes_and_counted(compose: Compose) -> None:
     config = to_run_config(
         compose(["model=simulated", "model.step_ms=5", "loader.num_workers=2", "trial.steps=8"])
     )
+    # Earlier tests may leave helpers (a forkserver, a resource tracker) under this process.
+    already = len(psutil.Process().children(recursive=True))
     result = run_trial(config)
     assert result.effective_loader.num_workers == 2
     assert result.start_method == "fork"
-    assert max(s.processes for s in result.resources) == 3
+    assert max(s.processes for s in result.resources) == 1 + already + 2
     assert result.summary.compute_ms_mean == pytest.approx(5.0, abs=3.0)
 
 

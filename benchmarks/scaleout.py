@@ -6,12 +6,14 @@
    last process's exit, and the span from the first trial's start to the last trial's end.
    On a small machine the two processes share its cores, so their timings disturb each other:
    this shows that the study is shared correctly, not what separate nodes would gain.
-2. ``storage``: the Optuna storage traffic of one sweep trial (hand-out through ``Slots``,
+2. ``race``: several processes opening the study storage at the same instant on an empty
+   PostgreSQL database, with Optuna's ``RDBStorage`` alone and through ``_study``'s retry.
+3. ``storage``: the Optuna storage traffic of one sweep trial (hand-out through ``Slots``,
    claim, suggestions, attributes, pruner reports, tell), replayed without measuring anything,
    against an SQLite file and against PostgreSQL (with the heartbeats a server study uses).
 
     bash scripts/ci_postgres.sh          # PostgreSQL on 127.0.0.1:5432
-    .venv/bin/python benchmarks/scaleout.py [wall|storage|all] [--trials 12] [--replay 100]
+    .venv/bin/python benchmarks/scaleout.py [wall|race|storage|all] [--trials 12] [--replay 100]
         [--step-ms 20 100]
 """
 
@@ -179,9 +181,45 @@ def replay(storage_url: str, n: int) -> list[float]:
     return times
 
 
+RACE = """
+import sys, time, optuna
+from hydra_plugins.loadertune_sweeper import _study
+url, mode, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while time.time() < start:
+    time.sleep(0.001)
+try:
+    optuna.storages.RDBStorage(url) if mode == "plain" else _study._storage(url, 10, 60)
+    print("ok")
+except Exception as exc:
+    print(type(exc).__name__)
+"""
+
+
+def race(rounds: int = 3, processes: int = 4) -> None:
+    """Processes opening the storage at the same instant on an empty PostgreSQL database."""
+    for mode in ("plain", "open_study"):
+        outcomes: list[str] = []
+        for _ in range(rounds):
+            url = fresh_database("race")
+            start = str(time.time() + 6)  # after every process has imported Optuna
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-c", RACE, url, mode, start],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(processes)
+            ]
+            outcomes += [p.communicate()[0].strip() for p in procs]
+        summary = ", ".join(f"{outcomes.count(o)} {o}" for o in sorted(set(outcomes)))
+        print(f"race, {processes} processes x {rounds} rounds, {mode}: {summary}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", default="all", choices=("wall", "storage", "all"))
+    parser.add_argument(
+        "what", nargs="?", default="all", choices=("wall", "storage", "race", "all")
+    )
     parser.add_argument("--trials", type=int, default=12, help="trials of the wall-time study")
     parser.add_argument("--replay", type=int, default=100, help="trials replayed per storage")
     parser.add_argument(
@@ -202,6 +240,8 @@ def main() -> None:
                     f"model.step_ms={step_ms}: {processes} process(es), {a.trials} trials: "
                     f"wall {elapsed:.1f} s, first trial start to last trial end {span:.1f} s"
                 )
+    if a.what in ("race", "all"):
+        race()
     if a.what in ("storage", "all"):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         for label, url in (

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from loadertune.failures import INFEASIBLE, REASONS, classify, classify_exit
 from tests.conftest import FIXTURES
-from tests.test_sweep import mlflow_runs, study_at
+from tests.test_sweep import finished, mlflow_runs, study_at
 
 FAULTY = [
     "dataset=custom",
@@ -148,7 +148,7 @@ def test_a_dataset_bug_stops_the_sweep_early(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "bug in the dataset" in out
     assert "ValueError: corrupt record" in out
-    trials = study_at(tmp_path).trials
+    trials = finished(tmp_path)
     assert len(trials) == 2
     assert {t.user_attrs["reason"] for t in trials} == {"dataset_error"}
 
@@ -220,7 +220,7 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert "interrupted" in out
-    trials = study_at(tmp_path).trials
+    trials = finished(tmp_path)
     assert trials[-1].state == TrialState.FAIL
     assert trials[-1].user_attrs["reason"] == "interrupted"
     parents, children, _ = mlflow_runs(tmp_path)

@@ -79,7 +79,7 @@ def initial(
 def enqueue_initial(study: optuna.Study, space: dict[str, BaseDistribution], cpus: int) -> None:
     """Enqueue the baselines at the front of a new study."""
     for params, label in initial(space, cpus):
-        study.enqueue_trial(params, user_attrs={BASELINE: label})
+        study.enqueue_trial(params, user_attrs={BASELINE: label}, skip_if_exists=True)
 
 
 def next_rung(

@@ -39,7 +39,7 @@ from loadertune.search_rules import (
     suggestion_order,
 )
 
-from . import _baselines, _console, _guess, _study, _verdict
+from . import _baselines, _console, _fanout, _fleet, _guess, _study, _verdict
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
@@ -74,6 +74,9 @@ class SweepSettings:
     verdict_repeats: int = 3
     params: dict[str, str] | None = None
     custom_search_space: str | None = None
+    count_trials: str = "invocation"
+    workers: int = 1
+    force_fingerprint: bool = False
 
 
 @dataclass
@@ -120,6 +123,13 @@ class SweepEngine:
     def sweep(self, arguments: list[str]) -> None:
         """Run the sweep; bad input ends it with one line and exit status 2."""
         try:
+            _fanout.check_settings(self.settings, self.config)
+            if _fanout.wanted(self.settings, self.config):
+                check_settings(self.settings)
+                _fanout.fan_out(
+                    self.settings, self.hydra_context, self.task_function, self.config, arguments
+                )
+                return
             plan = self._plan(arguments)
             s = self.settings
             sampler = create_sampler(s.sampler, plan.space)
@@ -137,6 +147,13 @@ class SweepEngine:
                 file=sys.stderr,
             )
             sys.exit(2)
+        try:
+            joined = _fleet.admit(study, _fleet.fingerprint(), s.force_fingerprint)
+        except ConfigError as exc:
+            print(f"loadertune: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        if joined:
+            print(f"loadertune: warning: {joined}", file=sys.stderr)
         self._run(plan, study, sampler)
 
     def _plan(self, arguments: list[str]) -> SweepPlan:
@@ -221,9 +238,7 @@ class SweepEngine:
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         assert self.config is not None
         OmegaConf.save(self.config, plan.sweep_dir / "multirun.yaml")
-        budget = s.n_trials
-        if s.max_trials_total is not None:
-            budget = min(budget, max(0, s.max_trials_total - _study.finished_count(study)))
+        budget = _study.Budget.of(s.n_trials, s.max_trials_total, s.count_trials, study)
         recorder = SweepRecorder(
             plan.base.tracking,
             plan.base.paths.output_root,
@@ -231,20 +246,32 @@ class SweepEngine:
             plan.storage,
             str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1],
         )
-        view = _console.SweepView(study, budget, plan, orphans)
+        view = _console.SweepView(study, budget.shown, plan, orphans)
         limits_base = self.memory_budget = _memory_budget(s.memory_budget_mb)
         recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
+        slots = _study.Slots(
+            study,
+            budget.total,
+            stopped=lambda: self._stop_requested,
+            on_lost=lambda lost: recorder.record_orphans(study, lost),
+            note=view.note,
+        )
         ran = failed = 0
         status = "FINISHED"
         bugs: list[str] = []
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            while ran < budget and not self._stop_requested:
+            while budget.allows(ran) and not self._stop_requested:
                 if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
                     view.note("the grid is covered: every point has been measured")
                     break
-                answer = self._one_trial(study, plan, limits_base)
+                trial = slots.next()
+                if trial is None:
+                    if not self._stop_requested:
+                        view.note(f"the study holds its {budget.total} trials")
+                    break
+                answer = self._one_trial(study, trial, plan, limits_base)
                 self._record(study, answer, recorder, view, ran + 1)
                 if answer.reason == "interrupted":
                     break
@@ -272,6 +299,7 @@ class SweepEngine:
         except KeyboardInterrupt:
             self._stop_requested = True
         finally:
+            slots.close()
             signal.signal(signal.SIGINT, previous_handler)
             if self._stop_requested:
                 status = "KILLED"
@@ -284,10 +312,10 @@ class SweepEngine:
                 recorder.abort(status)
             view.final(results, plan.sweep_dir)
 
-    def _one_trial(self, study: optuna.Study, plan: SweepPlan, memory_budget: int) -> _Answer:
-        """Ask for settings and answer them: refused, repeated, or measured."""
-        trial = study.ask()
-        _study.claim(trial)
+    def _one_trial(
+        self, study: optuna.Study, trial: optuna.Trial, plan: SweepPlan, memory_budget: int
+    ) -> _Answer:
+        """Answer a claimed trial's settings: refused, repeated, or measured."""
         if self.parent_run_id:
             trial.set_user_attr(PARENT_RUN, self.parent_run_id)
         values = self._suggest(trial, plan)
@@ -511,6 +539,7 @@ class SweepEngine:
                 raise
         frozen = study._storage.get_trial(trial._trial_id)
         tags = {"reason": v.reason} if v.reason else {}
+        tags.update(_fleet.run_tags(frozen.user_attrs))
         if v.repeat_of is not None:
             tags["repeat_of"] = str(v.repeat_of.number)
         if outcome is not None and (outcome.leaked_processes or outcome.shm_files_removed):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import tempfile
 import time
 import warnings
@@ -21,6 +22,8 @@ from optuna.trial import FrozenTrial, TrialState
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord, summarize
+
+from . import _fleet
 
 _log = logging.getLogger(__name__)
 
@@ -59,8 +62,9 @@ class SweepRecorder:
         self.experiment_id = experiment.experiment_id
         run = self.client.create_run(
             self.experiment_id,
-            run_name=f"sweep {study.study_name}",
+            run_name=f"sweep {study.study_name} on {socket.gethostname()}",
             tags={
+                **_fleet.host_tags(),
                 "loadertune.kind": "sweep",
                 "optuna.study_name": study.study_name,
                 "optuna.storage": storage,

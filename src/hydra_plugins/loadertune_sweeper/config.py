@@ -402,6 +402,23 @@ class LoadertuneSweeperConf:
     # in the official plugin).
     custom_search_space: str | None = None
 
+    # What n_trials counts: "invocation" (the trials this command runs, as in the official
+    # plugin) or "study" (the study's total: each host running the same command stops once the
+    # study holds n_trials trials, so N hosts together run n_trials). Trials lost with a dead
+    # sweep (reason interrupted) do not count, and are run again.
+    count_trials: str = "invocation"
+
+    # Sweep workers to start through the Hydra launcher, each on its own host running one
+    # trial at a time against the shared storage, e.g. hydra/launcher=loadertune_slurm
+    # hydra.sweeper.workers=8 (whole SLURM nodes). > 1 needs count_trials=study. With Hydra's
+    # basic launcher (the default) this process runs the sweep itself.
+    workers: Any = 1
+
+    # Join a study although this host's machine fingerprint (CPU model and count, memory,
+    # GPUs, torch version) differs from the one the study was measured on. Off: such a host is
+    # refused, since timings from different hardware do not compare.
+    force_fingerprint: bool = False
+
 
 # Option names in hydra/sweeper/sampler and hydra/sweeper/pruner.
 SAMPLER_CONFIGS: dict[str, type[SamplerConfig]] = {

@@ -22,27 +22,38 @@ from pathlib import Path
 
 def main() -> None:
     overrides = sys.argv[1:]
-    out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
-    script = str(Path(sys.executable).with_name("loadertune"))
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [script, "-m", f"paths.output_root={out}", "hydra.sweeper.study_name=bench", *overrides],
-        capture_output=True,
-        text=True,
-        cwd=out,
-    )
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        sys.exit(proc.stderr)
+    if overrides[:1] == ["--analyse"]:  # a finished run's folder: analyse it again
+        out, wall, overrides = Path(overrides[1]), float("nan"), []
+    else:
+        out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
+        script = str(Path(sys.executable).with_name("loadertune"))
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [
+                script,
+                "-m",
+                f"paths.output_root={out}",
+                "hydra.sweeper.study_name=bench",
+                *overrides,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=out,
+        )
+        wall = time.perf_counter() - start
+        if proc.returncode:
+            sys.exit(proc.stderr)
     import optuna
     from mlflow import MlflowClient
 
-    trials = optuna.load_study(study_name="bench", storage=f"sqlite:///{out}/optuna.db").trials
+    study = optuna.load_study(study_name="bench", storage=f"sqlite:///{out}/optuna.db")
+    trials = [t for t in study.trials if t.state.is_finished()]
     client = MlflowClient(f"sqlite:///{out}/mlflow.db")
     measure = {}
     for run in client.search_runs(["1"], max_results=1000):
         number = run.data.tags.get("optuna.trial_number")
-        if number is not None and "repeat_of" not in run.data.tags:
+        complete = run.data.tags.get("optuna.state") == "COMPLETE"
+        if number is not None and complete and "repeat_of" not in run.data.tags:
             path = client.download_artifacts(run.info.run_id, "trial_result.json", str(out))
             measure[int(number)] = json.loads(Path(path).read_text())["measure_s"]
     gaps = []

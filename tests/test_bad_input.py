@@ -22,9 +22,19 @@ from .conftest import CONF
 Compose = Callable[[Sequence[str]], DictConfig]
 GROUPS = ("dataset", "storage", "model", "loader", "trial", "tracking")
 # Keys whose value is free text or free-form by design.
-FREE = {"dataset.name", "storage.name", "model.name", "tracking.experiment",
-        "tracking.run_name", "tracking.tracking_uri", "trial.device",
-        "loader.multiprocessing_context", "dataset.root", "storage.root", "storage.path"}
+FREE = {
+    "dataset.name",
+    "storage.name",
+    "model.name",
+    "tracking.experiment",
+    "tracking.run_name",
+    "tracking.tracking_uri",
+    "trial.device",
+    "loader.multiprocessing_context",
+    "dataset.root",
+    "storage.root",
+    "storage.path",
+}
 
 
 def options(group: str) -> list[str]:
@@ -71,8 +81,10 @@ RANGES = [
     (["loader.batch_size=-8"], "loader.batch_size=-8"),
     (["loader.num_workers=-1"], "loader.num_workers=-1"),
     (["loader.num_workers=2", "loader.prefetch_factor=0"], "loader.prefetch_factor=0"),
-    (["loader.multiprocessing_context=threads", "loader.num_workers=1"],
-     "loader.multiprocessing_context=threads"),
+    (
+        ["loader.multiprocessing_context=threads", "loader.num_workers=1"],
+        "loader.multiprocessing_context=threads",
+    ),
     (["trial.steps=0"], "trial.steps=0"),
     (["trial.warmup_steps=-1"], "trial.warmup_steps=-1"),
     (["trial.time_limit_s=-3"], "trial.time_limit_s=-3"),

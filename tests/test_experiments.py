@@ -86,6 +86,6 @@ def test_experiment_is_one_word_on_the_command_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_language_model_preset_as_a_sweep(tmp_path: Path) -> None:
-    proc = sweep(tmp_path, *TOKENS_ON_CPU, "hydra.sweeper.n_trials=2", "hydra.sweeper.study_name=t")
+    proc = sweep(tmp_path, *TOKENS_ON_CPU, "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=t")
     assert proc.returncode == 0, proc.stderr
-    assert "2 trials" in proc.stdout or "[2/2]" in proc.stdout
+    assert "[1/1]" in proc.stdout

@@ -71,6 +71,11 @@ class ProcessTreeMonitor:
         self._procs = {p.pid: self._procs.get(p.pid, p) for p in procs}
         return list(self._procs.values())
 
+    @property
+    def pids(self) -> set[int]:
+        """Every process of the tree seen so far."""
+        return set(self._procs)
+
     def sample(self) -> ResourceSample | None:
         """Take one sample now (the thread calls this; so may the trial, to mark a moment)."""
         with self._lock:

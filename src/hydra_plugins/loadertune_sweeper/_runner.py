@@ -66,6 +66,7 @@ class TrialOutcome:
     leaked_processes: int = 0
     shm_files_removed: int = 0
     oom_kills: int = 0
+    pids: set[int] = field(default_factory=set)  # the trial's processes, as seen while it ran
 
 
 def run_trial_process(
@@ -99,6 +100,7 @@ def run_trial_process(
         parent_end.close()
         outcome.wall_s = time.perf_counter() - start
         outcome.oom_kills = _oom_kills() - oom_before
+        outcome.pids.add(int(proc.pid or 0))
         _clean_up(int(proc.pid or 0), shm_before, outcome)
     return outcome
 
@@ -114,6 +116,23 @@ def _follow(
     stop_requested: Callable[[], bool],
 ) -> None:
     guard = _MemoryGuard(proc.pid, limits)
+    try:
+        _watch(proc, conn, on_progress, report_every, limits, start, outcome, stop_requested, guard)
+    finally:
+        outcome.pids |= guard.pids
+
+
+def _watch(
+    proc: Any,
+    conn: Connection,
+    on_progress: ProgressHook,
+    report_every: int,
+    limits: Limits,
+    start: float,
+    outcome: TrialOutcome,
+    stop_requested: Callable[[], bool],
+    guard: _MemoryGuard,
+) -> None:
     last_heard = start
     while True:
         if stop_requested():
@@ -179,6 +198,7 @@ class _MemoryGuard:
         self.every = 1.0 / limits.memory_hz
         self.next = time.perf_counter()
         self.peak = 0
+        self.pids: set[int] = set()
         try:
             self.monitor: ProcessTreeMonitor | None = ProcessTreeMonitor(pid, limits.memory_hz)
         except psutil.Error:
@@ -192,6 +212,7 @@ class _MemoryGuard:
         if sample is None:
             return False
         self.peak = max(self.peak, sample.memory_bytes)
+        self.pids.update(self.monitor.pids)
         if sample.memory_bytes > self.limit / 2:
             self.next = time.perf_counter() + self.every / 5
         return sample.memory_bytes > self.limit
@@ -214,17 +235,36 @@ def _group_members(pgid: int) -> list[psutil.Process]:
 
 
 def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
-    """Kill anything of the trial still alive, remove the shared-memory files it left."""
+    """Kill anything of the trial still alive, remove the shared-memory files it left.
+
+    Only files named for the trial's own processes (PyTorch names them ``torch_<pid>_...``)
+    are removed: other programs on the machine, a training job beside the sweep, keep theirs.
+    A worker that lived between two samples of the tree is recognised by its pid: started
+    after the trial (pids grow) and gone now.
+    """
     survivors = _group_members(pgid)
+    outcome.pids.update(p.pid for p in survivors)
     outcome.leaked_processes = len(survivors)
     if survivors:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         psutil.wait_procs(survivors, timeout=5)
     for name in _shm_files() - shm_before:
+        owner = _owner(name)
+        if owner is None:
+            continue
+        ours = owner in outcome.pids or (owner > pgid and not psutil.pid_exists(owner))
+        if not ours:
+            continue
         with contextlib.suppress(FileNotFoundError):
             (SHM / name).unlink()
             outcome.shm_files_removed += 1
+
+
+def _owner(name: str) -> int | None:
+    """The pid in a ``torch_<pid>_<random>_<n>`` shared-memory file name."""
+    parts = name.split("_")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
 
 
 def _shm_files() -> set[str]:

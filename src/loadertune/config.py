@@ -45,7 +45,7 @@ class TrialConfig:
     steps: int = 40
     device: str = "auto"
     time_limit_s: float = 300.0
-    sample_hz: float = 20.0
+    sample_hz: float = 10.0
     seed: int = 0
     torch_threads: int | None = None
 

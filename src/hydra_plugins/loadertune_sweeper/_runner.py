@@ -115,24 +115,7 @@ def _follow(
     outcome: TrialOutcome,
     stop_requested: Callable[[], bool],
 ) -> None:
-    guard = _MemoryGuard(proc.pid, limits)
-    try:
-        _watch(proc, conn, on_progress, report_every, limits, start, outcome, stop_requested, guard)
-    finally:
-        outcome.pids |= guard.pids
-
-
-def _watch(
-    proc: Any,
-    conn: Connection,
-    on_progress: ProgressHook,
-    report_every: int,
-    limits: Limits,
-    start: float,
-    outcome: TrialOutcome,
-    stop_requested: Callable[[], bool],
-    guard: _MemoryGuard,
-) -> None:
+    guard = _MemoryGuard(proc.pid, limits, outcome.pids)
     last_heard = start
     while True:
         if stop_requested():
@@ -193,12 +176,12 @@ class _MemoryGuard:
     """Samples the trial's process tree against the budget: a few times a second, and
     five times as often once the tree is past half the budget, where overshoot matters."""
 
-    def __init__(self, pid: int, limits: Limits) -> None:
+    def __init__(self, pid: int, limits: Limits, pids: set[int]) -> None:
         self.limit = limits.memory_bytes
         self.every = 1.0 / limits.memory_hz
         self.next = time.perf_counter()
         self.peak = 0
-        self.pids: set[int] = set()
+        self.pids = pids  # every process of the tree seen, for the clean-up afterwards
         try:
             self.monitor: ProcessTreeMonitor | None = ProcessTreeMonitor(pid, limits.memory_hz)
         except psutil.Error:

@@ -332,10 +332,11 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
         sub = getattr(exc, "full_key", None) or ""
         full = f"{key}.{sub}" if sub else key
         problem = str(exc).splitlines()[0].rstrip(".")
+        value = getattr(exc, "value", None)
         if "missing mandatory value" in problem.lower():
             return_fix = f"set it, e.g. {full}=<value>"
             problem = "is required"
-            exc.value = "???"
+            value = "???"
         elif "not in" in problem:
             known = ", ".join(f.name for f in dataclasses.fields(schema))
             return_fix = f"remove it or use one of the known keys: {known}"
@@ -346,7 +347,6 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
             problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
             problem += f" is not of type {kind}"
             return_fix = f"give {full} a value of type {kind} (see the comments in conf/{key}/)"
-        value = getattr(exc, "value", None)
         if isinstance(node, DictConfig) and sub and value is None:
             value = OmegaConf.select(node, sub, throw_on_missing=False)
         raise ConfigError(full, value, problem, return_fix) from None

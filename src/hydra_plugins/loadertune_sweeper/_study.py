@@ -188,12 +188,6 @@ def _alive(pid: Any, started: Any) -> bool:
         return False
 
 
-def finished_count(study: optuna.Study) -> int:
-    """Trials that ended (complete, pruned or failed), across all runs of the study."""
-    done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-    return len(study.get_trials(deepcopy=False, states=done))
-
-
 def counts(trial: FrozenTrial) -> bool:
     """Whether a trial uses up a place of the study's total.
 

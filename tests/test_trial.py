@@ -35,6 +35,23 @@ def test_default_trial_measures_the_timed_window(compose: Compose) -> None:
     assert result.metrics()["time_per_sample_ms"] == s.time_per_sample_ms
 
 
+def test_warm_up_consumes_the_workers_start_up_burst(compose: Compose) -> None:
+    # Three workers deliver their first batches together: the first batch and two warm-up
+    # steps take that burst before the clock starts, though trial.warmup_steps asks for none.
+    seen: list[bool] = []
+    config = to_run_config(
+        compose(
+            ["model=simulated", "model.step_ms=1", "loader.num_workers=3", "trial.warmup_steps=0"]
+        )
+    )
+    result = run_trial(config, on_step=lambda r, timed: seen.append(timed))
+    assert seen == [False, False, True, True, True, True]
+    assert result.warmup_steps == 2
+    assert result.metrics()["warmup_steps"] == 2
+    asked_more = to_run_config(compose(["loader.num_workers=1", "trial.warmup_steps=2"]))
+    assert run_trial(asked_more).warmup_steps == 2
+
+
 def test_generated_dataset_is_cached_on_disk(compose: Compose, tmp_path: Path) -> None:
     run_trial(to_run_config(compose([])))
     folders = list((tmp_path / "datasets").iterdir())

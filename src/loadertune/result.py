@@ -28,6 +28,8 @@ class TrialResult:
         truncated: the time limit stopped the timed window early.
         warnings: warnings PyTorch raised while the loader ran (e.g. too many workers).
         machine: host, CPUs, memory, torch, GPU.
+        warmup_steps: untimed steps run after the first batch (``trial.warmup_steps``, raised
+            to ``num_workers - 1`` so the workers' start-up burst is not timed).
         measure_s: from creating the iterator to the end of the timed window (first batch,
             warm-up and timed steps): the part of a trial that is measurement, not set-up.
         storage: figures the storage reported, e.g. ``storage_cached_fraction`` (share of
@@ -53,6 +55,7 @@ class TrialResult:
     machine: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     window_start: float = 0.0
+    warmup_steps: int = 0
     measure_s: float = 0.0
     storage: dict[str, float] = field(default_factory=dict)
     accelerator: dict[str, float] = field(default_factory=dict)
@@ -80,6 +83,7 @@ class TrialResult:
             "peak_memory_mb": self.peak_memory_mb,
             "cpu_percent_mean": self.cpu_percent_mean,
             "timed_steps": float(s.steps),
+            "warmup_steps": float(self.warmup_steps),
             "timed_samples": float(s.samples),
             "window_s": s.window_s,
             **self.storage,

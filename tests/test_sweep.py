@@ -283,3 +283,49 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert f"num_workers: {parent.data.tags['verdict.num_workers']}" in run.stdout
+
+
+IO_BOUND = [
+    # Every image read waits 20 ms on a device that serves 32 reads at once: 80 ms to load a
+    # batch of 4 that the 20 ms step then trains on. Waiting workers cost no CPU, so about
+    # 80 / 20 = 4 workers hide loading, more than the 0..1 range written below.
+    "storage=throttled",
+    "storage.latency_ms=20",
+    "storage.queue_depth=32",
+    "storage.bandwidth_mb_s=1000",
+    "model=simulated",
+    "model.step_ms=20",
+    "hydra.sweeper.study_name=s",
+    "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+]
+
+
+def test_an_io_bound_guess_widens_the_workers_range(tmp_path: Path) -> None:
+    proc = sweep(tmp_path, *IO_BOUND, "hydra.sweeper.n_trials=3")
+    assert proc.returncode == 0, proc.stderr
+    study = study_at(tmp_path)
+    guess = study.user_attrs["guess"]
+    assert guess["cpu_share_of_loading"] < 0.5
+    assert guess["workers"] == 4, guess
+    assert study.user_attrs["workers_range"]["searched"] == 6
+    assert "widened the loader.num_workers range from 0..1 to 0..6" in proc.stdout
+    by_label = {t.user_attrs.get("baseline"): t for t in finished(tmp_path)}
+    measured = by_label["model_guess"]
+    assert measured.state == TrialState.COMPLETE
+    assert measured.params["loader.num_workers"] == 4
+    # Four workers overlap the reads that 0 workers wait for one after another.
+    assert measured.value is not None and by_label["default"].value is not None
+    assert measured.value < by_label["default"].value / 2
+    # Running again searches the widened range: the queued doubling rung (2) runs in it.
+    again = sweep(tmp_path, *IO_BOUND, "hydra.sweeper.n_trials=1")
+    assert again.returncode == 0, again.stderr
+    last = finished(tmp_path)[-1]
+    assert last.params["loader.num_workers"] == 2
+    assert last.distributions["loader.num_workers"].high == 6
+    # Keeping the range as written: the guess is measured at the range's edge instead.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    proc = sweep(kept, *IO_BOUND, "hydra.sweeper.n_trials=3", "hydra.sweeper.guess_range=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "workers_range" not in study_at(kept).user_attrs
+    assert max(t.params["loader.num_workers"] for t in finished(kept)) == 1

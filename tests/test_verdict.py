@@ -148,3 +148,49 @@ def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -
     per_batch = max(g.step_ms, g.load_ms_per_batch / g.workers)
     if bound != "cpus":
         assert g.time_per_sample_ms == pytest.approx(per_batch / 32)
+
+
+@pytest.mark.parametrize(
+    ("change", "space", "searched"),
+    [
+        # I/O-bound: 400 / (10 x 1.05) -> 39 workers needed, the CPUs do not bound waiting
+        # workers; 1.5 x 39 -> 59, within what memory (10_000 / 100 = 100) and the cap allow.
+        ({"load_ms_per_batch": 400.0, "cpu_share_of_loading": 0.1, "max_workers": 64}, 4, 59),
+        # ... within what memory allows: 10_000 / 2_000 = 5 workers, so the range is 0..5.
+        (
+            {
+                "load_ms_per_batch": 400.0,
+                "cpu_share_of_loading": 0.1,
+                "memory_per_worker_mb": 2_000.0,
+                "max_workers": 64,
+            },
+            4,
+            5,
+        ),
+        # CPU-bound decoding on 2 CPUs: the CPUs bound the guess, the range stays as written.
+        ({"usable_cpus": 2}, 4, 4),
+        # One worker hides loading: no point in searching up to 16; 2 x 1 brackets the guess.
+        ({"load_ms_per_batch": 2.0}, 16, 2),
+        # Four workers hide loading in a 0..6 range: 2 x 4 = 8 is not narrower.
+        ({}, 6, 6),
+    ],
+)
+def test_guess_sets_the_workers_range(change: dict[str, float], space: int, searched: int) -> None:
+    from hydra_plugins.loadertune_sweeper._guess import guess, workers_range
+
+    g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
+    assert workers_range(g, 0, space) == (0, searched)
+
+
+def test_ranges_stay_on_the_step_and_guesses_snap_to_a_point() -> None:
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    from hydra_plugins.loadertune_sweeper._baselines import nearest
+    from hydra_plugins.loadertune_sweeper._guess import guess, workers_range
+
+    g = guess(**{**GUESS, "load_ms_per_batch": 70.0, "cpu_share_of_loading": 0.1})
+    assert g.workers == 7
+    assert workers_range(g, 0, 4, step=2) == (0, 10)  # 1.5 x 7 = 11, down to the step
+    assert nearest(IntDistribution(0, 10, step=2), 7) == 6
+    assert nearest(IntDistribution(0, 4), 9) == 4
+    assert nearest(CategoricalDistribution([0, 2, 8]), 6) == 8

@@ -45,6 +45,16 @@ def upper(dist: BaseDistribution) -> int:
     raise TypeError(f"not a workers distribution: {dist!r}")
 
 
+def nearest(dist: BaseDistribution, workers: int) -> int:
+    """The point of ``dist`` closest to ``workers`` (the smaller one on a tie)."""
+    if isinstance(dist, IntDistribution):
+        below = dist.low + (max(workers - dist.low, 0) // dist.step) * dist.step
+        points = [p for p in (below, below + dist.step) if p <= dist.high] or [dist.high]
+    else:
+        points = [int(str(c)) for c in getattr(dist, "choices", ())]
+    return min(points, key=lambda p: (abs(p - workers), p)) if points else workers
+
+
 def params_for(space: dict[str, BaseDistribution], workers: int) -> dict[str, Any] | None:
     wkey = _key(space, "loader.num_workers")
     if wkey is None or not allowed(space[wkey], workers):

@@ -7,6 +7,10 @@ compute phase is the model step. To hide loading behind the step, about
 what the CPUs can run when loading is CPU work (a worker waiting on I/O costs no CPU, so an
 I/O-bound pipeline may need more workers than cores) and by the memory budget. The guess is
 enqueued as an early trial, and the verdict reports it against what was measured.
+
+The guess also sets the ``num_workers`` range the sampler searches (:func:`workers_range`):
+wider than written when loading waits on I/O and needs more workers than the CPU-derived
+bound, narrower when a few workers already hide loading behind the step.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
+NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,7 @@ class Guess:
     step_ms: float
     cpu_share_of_loading: float
     bound: str  # what capped the guess: "hides loading", "cpus", "memory", "search space"
+    ceiling: int = 0  # the most workers the CPU, memory and space bounds allow together
 
 
 def guess(
@@ -41,16 +48,21 @@ def guess(
 ) -> Guess:
     """Workers needed to hide loading behind the step, within CPU, memory and space bounds."""
     step = max(step_ms, 1e-3)
-    needed = max(1, math.ceil(load_ms_per_batch / step))
+    # The fewest workers that bring a batch within NEAR of the step: the last few percent
+    # cost a whole worker each and are below what a repeat can tell apart.
+    needed = max(1, math.ceil(load_ms_per_batch / (step * (1 + NEAR))))
     workers, bound = needed, "hides loading"
+    ceiling = max_workers
     # CPU-bound loading cannot use more workers than the CPUs it has left (the training
     # process's own step uses CPU too when it runs on the CPU).
     if cpu_share_of_loading >= 0.5:
         cpu_cap = max(1, usable_cpus)
+        ceiling = min(ceiling, cpu_cap)
         if workers > cpu_cap:
             workers, bound = cpu_cap, "cpus"
     if memory_per_worker_mb > 0:
         memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
+        ceiling = min(ceiling, memory_cap)
         if workers > memory_cap:
             workers, bound = memory_cap, "memory"
     if workers > max_workers:
@@ -66,7 +78,47 @@ def guess(
         step_ms=step_ms,
         cpu_share_of_loading=cpu_share_of_loading,
         bound=bound,
+        ceiling=max(ceiling, 1),
     )
+
+
+# An I/O-bound range may widen up to this many workers per usable CPU, and never past
+# WIDEN_MAX: workers waiting on reads cost no CPU, but each is a process with its own memory
+# and file descriptors.
+WIDEN_PER_CPU = 8
+WIDEN_MAX = 64
+
+
+def widen_cap(usable_cpus: int) -> int:
+    """The most workers a guess may widen the search range to on this machine."""
+    return min(WIDEN_MAX, WIDEN_PER_CPU * max(usable_cpus, 1))
+
+
+def workers_range(g: Guess, low: int, high: int, step: int = 1) -> tuple[int, int]:
+    """The ``num_workers`` range ``(low, high)`` to search once the guess is known.
+
+    - Wider, when the guess needs more workers than ``high`` and nothing but the range
+      stopped it (loading waits on I/O, so workers beyond the CPUs still help): up to 1.5 x
+      the guess, within the CPU, memory and :func:`widen_cap` bounds, so the search can see
+      both sides of it.
+    - Narrower, when a few workers hide loading behind the step: up to 2 x the guess, which
+      still brackets it, instead of spending trials on settings that can only cost more.
+    - Otherwise (the CPUs or memory bound the guess) as written.
+
+    ``low`` never moves: 0 workers is the default and stays a point of the search.
+    """
+
+    def on_step(value: int) -> int:
+        return low + ((value - low) // step) * step
+
+    if g.workers > high:
+        wider = on_step(min(g.ceiling, math.ceil(1.5 * g.workers)))
+        return low, max(high, wider)
+    if g.bound == "hides loading" and 2 * g.workers < high:
+        narrower = on_step(2 * g.workers)
+        if narrower >= max(g.workers, low + step):
+            return low, narrower
+    return low, high
 
 
 def from_default_trial(result: Any, memory_budget_mb: float, max_workers: int) -> Guess | None:

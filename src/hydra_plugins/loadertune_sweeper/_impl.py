@@ -10,6 +10,7 @@ import logging
 import signal
 import statistics
 import sys
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class SweepSettings:
     trial_timeout_s: float | None = None
     verdict_top: int = 3
     verdict_repeats: int = 3
+    guess_range: bool = True
     params: dict[str, str] | None = None
     custom_search_space: str | None = None
     count_trials: str = "invocation"
@@ -91,6 +93,24 @@ class SweepPlan:
     study_name: str
     sweep_dir: Path
     noop: list[str] = field(default_factory=list)
+    # The space as written, before the model-based guess re-ranged num_workers: baselines
+    # (the doubling path) follow the written range, not the searched one.
+    written: dict[str, BaseDistribution] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.written = self.written or dict(self.space)
+
+    def baseline_space(self) -> dict[str, BaseDistribution]:
+        """The space baselines may use: the written one, widened where the search widened."""
+        out = dict(self.written)
+        for key, dist in self.space.items():
+            old = out.get(key)
+            if isinstance(dist, IntDistribution) and isinstance(old, IntDistribution):
+                out[key] = IntDistribution(old.low, max(old.high, dist.high), step=old.step)
+        return out
+
+
+RANGE_ATTR = "workers_range"  # study user attr: the num_workers range the guess set
 
 
 class SweepEngine:
@@ -235,6 +255,7 @@ class SweepEngine:
         )
         if not study.trials and not exhaustive:  # a grid measures every point anyway
             _baselines.enqueue_initial(study, plan.space, usable_cpus())
+        ranged = self._restore_range(study, plan)
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         assert self.config is not None
         OmegaConf.save(self.config, plan.sweep_dir / "multirun.yaml")
@@ -247,6 +268,8 @@ class SweepEngine:
             str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1],
         )
         view = _console.SweepView(study, budget.shown, plan, orphans)
+        if ranged:
+            view.note(ranged)
         limits_base = self.memory_budget = _memory_budget(s.memory_budget_mb)
         recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
@@ -277,10 +300,12 @@ class SweepEngine:
                     break
                 ran += 1
                 failed += answer.state == TrialState.FAIL
-                rung = _baselines.next_rung(study, study.trials[answer.trial.number], plan.space)
+                rung = _baselines.next_rung(
+                    study, study.trials[answer.trial.number], plan.baseline_space()
+                )
                 if rung is not None:
                     study.enqueue_trial(rung, user_attrs={_baselines.BASELINE: "doubling"})
-                self._enqueue_guess(study, plan, answer)
+                self._enqueue_guess(study, plan, answer, view)
                 if answer.measured:
                     bugs.append(_signature(answer) if answer.reason == "dataset_error" else "")
                 if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
@@ -356,8 +381,10 @@ class SweepEngine:
             answer.state = TrialState.FAIL
         return answer
 
-    def _enqueue_guess(self, study: optuna.Study, plan: SweepPlan, answer: _Answer) -> None:
-        """After the default trial, predict the workers needed and measure that next."""
+    def _enqueue_guess(
+        self, study: optuna.Study, plan: SweepPlan, answer: _Answer, view: _console.SweepView
+    ) -> None:
+        """After the default trial, predict the workers needed, re-range, measure that next."""
         if answer.trial.user_attrs.get(_baselines.BASELINE) != "default":
             return
         if answer.outcome is None or answer.outcome.result is None:
@@ -365,17 +392,49 @@ class SweepEngine:
         wkey = next((k for k in plan.space if plain_key(k) == "loader.num_workers"), None)
         if wkey is None:
             return
+        dist = plan.space[wkey]
+        may_widen = self.settings.guess_range and isinstance(dist, IntDistribution)
+        high = _baselines.upper(dist)
         g = _guess.from_default_trial(
             answer.outcome.result,
             self.memory_budget / 2**20,
-            _baselines.upper(plan.space[wkey]),
+            max(high, _guess.widen_cap(usable_cpus())) if may_widen else high,
         )
         if g is None:
             return
         study.set_user_attr("guess", asdict(g))
-        params = _baselines.params_for(plan.space, g.workers)
+        if may_widen and isinstance(dist, IntDistribution):
+            _, new_high = _guess.workers_range(g, dist.low, dist.high, dist.step)
+            if new_high != dist.high:
+                written = [dist.low, dist.high, dist.step]
+                study.set_user_attr(
+                    RANGE_ATTR, {"key": wkey, "written": written, "searched": new_high}
+                )
+                view.note(self._restore_range(study, plan) or "")
+        params = _baselines.params_for(plan.space, _baselines.nearest(plan.space[wkey], g.workers))
         if params is not None:
             study.enqueue_trial(params, user_attrs={_baselines.BASELINE: "model_guess"})
+
+    def _restore_range(self, study: optuna.Study, plan: SweepPlan) -> str | None:
+        """Search the num_workers range the guess set, if the range is still as written then."""
+        ranged = study.user_attrs.get(RANGE_ATTR)
+        if not ranged or not self.settings.guess_range:
+            return None
+        key, (low, high, step), searched = ranged["key"], ranged["written"], ranged["searched"]
+        written = plan.written.get(key)
+        if written != IntDistribution(low, high, step=step):
+            return None  # the command line changed the range since: it wins
+        plan.space[key] = IntDistribution(low, searched, step=step)
+        how = "widened" if searched > high else "narrowed"
+        why = (
+            "loading waits on I/O, so workers beyond the CPUs still help"
+            if searched > high
+            else "a few workers already hide loading behind the step"
+        )
+        return (
+            f"the model-based guess {how} the {plain_key(key)} range from {low}..{high} to "
+            f"{low}..{searched}: {why} (hydra.sweeper.guess_range=false keeps it as written)"
+        )
 
     def _give_verdict(
         self,
@@ -417,7 +476,12 @@ class SweepEngine:
         if not any(c.values for c in cands):
             return
         rec = _verdict.recommend(cands)
-        text = _verdict.verdict_markdown(rec, cands, guess=study.user_attrs.get("guess"))
+        text = _verdict.verdict_markdown(
+            rec,
+            cands,
+            guess=study.user_attrs.get("guess"),
+            workers_range=study.user_attrs.get(RANGE_ATTR),
+        )
         loader = self._export(plan, rec)
         (plan.sweep_dir / "verdict.md").write_text(text)
         from ._report_plots import verdict_figure
@@ -597,6 +661,8 @@ def _quiet_libraries() -> None:
     import mlflow  # noqa: F401  (mlflow sets its loggers' levels when imported)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # A baseline measured outside a range the guess narrowed is deliberate, not a mistake.
+    warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")
     for name in ("mlflow", "matplotlib", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
 

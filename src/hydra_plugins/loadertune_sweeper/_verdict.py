@@ -144,6 +144,7 @@ def verdict_markdown(
     cands: list[Candidate],
     unit: str = "ms",
     guess: dict[str, Any] | None = None,
+    workers_range: dict[str, Any] | None = None,
 ) -> str:
     """The verdict as a markdown table and sentences, for the terminal and MLflow."""
     rows = [
@@ -186,4 +187,13 @@ def verdict_markdown(
         if measured is not None and measured.values:
             line += f", measured {measured.median:.4f} {unit}"
         text += ["", line + "."]
+    if workers_range:
+        low, high, _ = workers_range["written"]
+        searched = workers_range["searched"]
+        how = "widened" if searched > high else "narrowed"
+        text += [
+            "",
+            f"The guess {how} the num_workers search range from {low}..{high} to "
+            f"{low}..{searched}.",
+        ]
     return "\n".join(text) + "\n"

@@ -390,6 +390,12 @@ class LoadertuneSweeperConf:
     verdict_top: Any = 3
     verdict_repeats: Any = 3
 
+    # Let the model-based guess (after the num_workers=0 trial) set the num_workers range the
+    # sampler searches: wider than written when loading waits on I/O and needs more workers
+    # than the CPUs (up to 1.5 x the guess, 8 per CPU at most), narrower (2 x the guess) when
+    # a few workers hide loading. Only for an int range; false keeps the range as written.
+    guess_range: bool = True
+
     # Search space: one Hydra sweep expression per config key, e.g.
     #   loader.batch_size: choice(32, 64, 128)
     #   loader.num_workers: range(0, 9, 2)        # stop is exclusive: 0, 2, 4, 6, 8

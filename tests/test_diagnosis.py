@@ -26,6 +26,31 @@ CASES = [
     ({"cpu_percent_mean": 60.0}, "io-bound", "waiting on reads"),
     ({"copy_ms_mean": 8.0}, "copy-bound", "pin_memory"),
     ({"peak_memory_mb": 9_000.0}, "memory-limited", "9000 MB of a 10000 MB budget"),
+    # A throttled device says whether it had room for more reads in flight.
+    (
+        {"storage": {"storage_busy_fraction": 0.98, "storage_bandwidth_fraction": 0.2}},
+        "storage-bound",
+        "read slots are busy 98% of the time",
+    ),
+    (
+        {"storage": {"storage_busy_fraction": 0.3, "storage_bandwidth_fraction": 0.95}},
+        "storage-bound",
+        "bandwidth is in use 95% of the time",
+    ),
+    (
+        {"storage": {"storage_busy_fraction": 0.4, "storage_bandwidth_fraction": 0.1}},
+        "io-bound",
+        "read slots are busy only 40% of the time",
+    ),
+    # A saturated device is the limit even when the CPUs are busy as well.
+    (
+        {
+            "cpu_percent_mean": 190.0,
+            "storage": {"storage_busy_fraction": 1.0, "storage_bandwidth_fraction": 0.1},
+        },
+        "storage-bound",
+        "more workers only queue",
+    ),
 ]
 
 

@@ -8,8 +8,12 @@ A label answers "why is this setting as fast as it is, and what would help":
   overlap loading with the step.
 - ``cpu-bound loading``: waiting for data while the process tree keeps the usable CPUs busy;
   more workers cannot help, cheaper decoding, caching or uint8 batches can.
-- ``io-bound``: waiting for data while the CPUs are not busy: workers wait on reads; more
-  workers (if reads are latency-bound) or faster storage, caching or a RAM copy help.
+- ``storage-bound``: waiting for data while the storage reports itself saturated (a
+  throttled device's read slots or bandwidth in use ``STORAGE_BUSY`` of the window or more):
+  more workers only queue; faster storage, caching or a RAM copy help.
+- ``io-bound``: waiting for data while the CPUs are not busy (and, where the storage says,
+  it has room): workers wait on reads; more workers overlap more of them, and faster
+  storage, caching or a RAM copy help.
 - ``copy-bound``: the host-to-device copy takes more than ``COPY_HIGH`` of the step; pinned
   memory, non-blocking copies or smaller (uint8) batches help.
 - ``memory-limited``: the tree's peak memory came within ``MEMORY_HIGH`` of the budget.
@@ -17,6 +21,7 @@ A label answers "why is this setting as fast as it is, and what would help":
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +29,7 @@ WAIT_LOW = 0.10  # share of the timed window spent waiting below which loading k
 CPU_BUSY = 0.85  # share of the usable CPUs above which loading is CPU-bound
 COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the limit
 MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
+STORAGE_BUSY = 0.90  # share of the window a device's slots or channel were busy: saturated
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,14 @@ def diagnose(
     step_time_ms_p50: float,
     peak_memory_mb: float,
     memory_budget_mb: float | None = None,
+    storage: Mapping[str, float] | None = None,
 ) -> Diagnosis:
-    """Label one trial from its summary figures (see the module docstring for the rules)."""
+    """Label one trial from its summary figures (see the module docstring for the rules).
+
+    ``storage`` holds what the storage measured over the window (``TrialResult.storage``);
+    a throttled device's ``storage_busy_fraction`` and ``storage_bandwidth_fraction`` tell a
+    saturated device from one with room for more reads in flight.
+    """
     cpu_share = cpu_percent_mean / (100.0 * max(usable_cpus, 1))
     copy_share = copy_ms_mean / step_time_ms_p50 if step_time_ms_p50 > 0 else 0.0
     evidence: dict[str, Any] = {
@@ -57,6 +69,12 @@ def diagnose(
         "peak_memory_mb": round(peak_memory_mb, 1),
         "num_workers": num_workers,
     }
+    storage = storage or {}
+    for key in ("storage_read_mb_per_s", "storage_busy_fraction", "storage_bandwidth_fraction"):
+        if key in storage:
+            evidence[key] = round(storage[key], 3)
+    slots = storage.get("storage_busy_fraction")
+    channel = storage.get("storage_bandwidth_fraction")
     if memory_budget_mb:
         evidence["memory_share_of_budget"] = round(peak_memory_mb / memory_budget_mb, 3)
         if peak_memory_mb >= MEMORY_HIGH * memory_budget_mb:
@@ -88,6 +106,19 @@ def diagnose(
             "of the time; DataLoader workers would overlap loading with the step.",
             evidence,
         )
+    if slots is not None and channel is not None and max(slots, channel) >= STORAGE_BUSY:
+        what = (
+            f"its bandwidth is in use {channel:.0%} of the time"
+            if channel >= slots
+            else f"its read slots are busy {slots:.0%} of the time"
+        )
+        return Diagnosis(
+            "storage-bound",
+            f"the storage is saturated ({what}) and the step waits {data_wait_fraction:.0%} "
+            "of the time; more workers only queue for it: faster storage, caching or a RAM "
+            "copy would help.",
+            evidence,
+        )
     if cpu_share >= CPU_BUSY:
         return Diagnosis(
             "cpu-bound loading",
@@ -96,11 +127,16 @@ def diagnose(
             "cheaper decoding, caching decoded samples or uint8 batches can.",
             evidence,
         )
+    room = (
+        f" and the storage's read slots are busy only {slots:.0%} of the time"
+        if slots is not None
+        else ""
+    )
     return Diagnosis(
         "io-bound",
         f"the step waits {data_wait_fraction:.0%} of the time while the CPUs are only "
-        f"{cpu_share:.0%} busy: workers are waiting on reads; more workers (for latency-bound "
-        "reads) or faster storage, caching or a RAM copy would help.",
+        f"{cpu_share:.0%} busy{room}: workers are waiting on reads; more workers (for "
+        "latency-bound reads) or faster storage, caching or a RAM copy would help.",
         evidence,
     )
 
@@ -117,4 +153,5 @@ def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagn
         step_time_ms_p50=s.step_time_ms_p50,
         peak_memory_mb=result.peak_memory_mb,
         memory_budget_mb=memory_budget_mb,
+        storage=getattr(result, "storage", None),
     )

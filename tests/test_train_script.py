@@ -27,8 +27,12 @@ def test_train_script_trains_logs_and_compares_with_the_prediction(tmp_path: Pat
         ]
     )
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "train.py"), f"paths.output_root={tmp_path}"]
-        + overrides,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "train.py"),
+            f"paths.output_root={tmp_path}",
+            *overrides,
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -4,7 +4,7 @@ different bottlenecks.
 For each scenario it runs, on one machine, one after the other:
 
 1. the grid: every ``num_workers`` (0 .. G) x ``prefetch_factor`` (1, 2, 4, 8) point once,
-   with G = max(--max-workers, the default range's bound of 2 x CPUs);
+   in full (no pruner), with G = max(--max-workers, the default range's bound of 2 x CPUs);
 2. the default study (``loadertune -m`` with the default search space: TPE, baselines,
    model-based guess that may re-range ``num_workers``, verdict) with a third of the grid's
    trials;
@@ -137,7 +137,13 @@ def scenario(key: str, max_workers: int, repeats: int) -> dict[str, Any]:
     grid_wall = run(
         out,
         "grid",
-        [*base, *grid_space, "hydra.sweeper.sampler=grid", "hydra.sweeper.n_trials=1000"],
+        [
+            *base,
+            *grid_space,
+            "hydra.sweeper.sampler=grid",
+            "hydra.sweeper.pruner=none",  # every grid point measured in full
+            "hydra.sweeper.n_trials=1000",
+        ],
     )
     grid = [t for t in study_of(out, "grid").trials if t.value is not None]
     measured = [t for t in grid if t.user_attrs.get("repeat_of") is None]

@@ -194,3 +194,49 @@ def test_ranges_stay_on_the_step_and_guesses_snap_to_a_point() -> None:
     assert nearest(IntDistribution(0, 10, step=2), 7) == 6
     assert nearest(IntDistribution(0, 4), 9) == 4
     assert nearest(CategoricalDistribution([0, 2, 8]), 6) == 8
+
+
+def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from hydra_plugins.loadertune_sweeper._console import SweepView
+
+    default = _cand(0, [2.0, 2.1, 1.9])
+    default.labels = ["default (0 workers)"]
+    thumb = _cand(6, [1.00, 1.02, 0.98], memory=900.0)
+    thumb.labels = ["rule of thumb (4 x CPUs, capped)", "top 1"]
+    chosen = _cand(2, [1.01, 1.03, 1.0])
+    chosen.labels = ["start at 2", "top 2"]
+    chosen.bottleneck = "cpu-bound loading"
+    chosen.why = "decoding keeps 95% of the 2 usable CPUs busy."
+    rec = _verdict.recommend([default, thumb, chosen])
+    assert rec.chosen is chosen
+    view = SweepView.__new__(SweepView)
+    view.console = Console(width=80, record=True, force_terminal=False)
+    guess = {
+        "workers": 2,
+        "time_per_sample_ms": 0.9,
+        "load_ms_per_batch": 60.0,
+        "step_ms": 20.0,
+        "cpu_share_of_loading": 0.9,
+        "bound": "cpus",
+    }
+    ranged = {"key": "loader.num_workers", "written": [0, 4, 1], "searched": 2}
+    view.verdict(rec, [default, thumb, chosen], Path("best.yaml"), guess, ranged)
+    text = view.console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for phrase in (
+        "Recommended: num_workers=2",
+        "speed-up over default (0 workers): 1.98x",
+        "What limits it: decoding",
+        "num_workers=2 (bound: cpus)",
+        "narrowed the num_workers search range from 0..4 to 0..2",
+        "exported: best.yaml",
+    ):
+        assert phrase in " ".join(text.split()), phrase
+    (row,) = [line for line in text.splitlines() if "│ recommended" in line]
+    assert "num_workers=2" in row and "cpu-bound" in row
+    # Fastest first: the rule of thumb's row comes before the default's.
+    assert text.index("rule of") < text.index("default (0")

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
     from ._impl import SweepPlan
+    from ._verdict import Candidate, Recommendation
 
 
 class SweepView:
@@ -44,11 +45,22 @@ class SweepView:
         )
         self.console.print(traceback, markup=False, highlight=False)
 
-    def verdict(self, markdown: str, loader: Path) -> None:
-        """The verdict, rendered, and where the exported loader config is."""
+    def verdict(
+        self,
+        rec: Recommendation,
+        cands: list[Candidate],
+        loader: Path,
+        guess: dict[str, Any] | None = None,
+        workers_range: dict[str, Any] | None = None,
+    ) -> None:
+        """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        self.console.print(Markdown(markdown))
+        from ._verdict import details, headline, verdict_table
+
+        self.console.print(Markdown(headline(rec)))
+        self.console.print(verdict_table(rec, cands))
+        self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
         self.console.print(f"exported: {loader}  (use: loadertune loader=best)")
 
     def note(self, text: str) -> None:

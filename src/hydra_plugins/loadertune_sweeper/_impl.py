@@ -488,7 +488,9 @@ class SweepEngine:
 
         verdict_figure(study, cands, study.user_attrs.get("guess"), plan.sweep_dir / "verdict.png")
         recorder.log_verdict(rec, text, plan.sweep_dir)
-        view.verdict(text, loader)
+        view.verdict(
+            rec, cands, loader, study.user_attrs.get("guess"), study.user_attrs.get(RANGE_ATTR)
+        )
 
     def _export(self, plan: SweepPlan, rec: _verdict.Recommendation) -> Path:
         """Write the recommended loader settings where configs and training code find them."""

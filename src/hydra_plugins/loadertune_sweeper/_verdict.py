@@ -146,34 +146,47 @@ def verdict_markdown(
     guess: dict[str, Any] | None = None,
     workers_range: dict[str, Any] | None = None,
 ) -> str:
-    """The verdict as a markdown table and sentences, for the terminal and MLflow."""
+    """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
     rows = [
         "| setting | num_workers | params | time per sample (median of repeats) | spread | "
         "samples/s | memory MB | CPU % | bottleneck |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in sorted(cands, key=lambda c: c.median):
+    for c in _ranked(cands):
         mark = " **recommended**" if c is rec.chosen else ""
-        params = " ".join(f"{plain_key(k).split('.')[-1]}={v}" for k, v in c.trial.params.items())
         rows.append(
-            f"| {c.name}{mark} | {c.workers} | {params} | {c.median:.4f} {unit} | "
+            f"| {c.name}{mark} | {c.workers} | {_params(c)} | {c.median:.4f} {unit} | "
             f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
             f"{statistics.median(c.memory_mb or [0]):,.0f} | "
             f"{statistics.median(c.cpu_percent or [0]):.0f} | {c.bottleneck} |"
         )
-    text = [
+    lines = [headline(rec, unit), "", *rows, ""]
+    lines += details(rec, cands, unit, guess, workers_range)
+    return "\n".join(lines) + "\n"
+
+
+def headline(rec: Recommendation, unit: str = "ms") -> str:
+    """The recommendation in one sentence, with what "within noise" was."""
+    return (
         f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
         f"the cheapest setting whose median time per sample is within "
         f"{rec.tolerance:.1%} (the spread of the repeats) of the fastest "
-        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}).",
-        "",
-        *rows,
-        "",
+        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit})."
+    )
+
+
+def details(
+    rec: Recommendation,
+    cands: list[Candidate],
+    unit: str = "ms",
+    guess: dict[str, Any] | None = None,
+    workers_range: dict[str, Any] | None = None,
+) -> list[str]:
+    """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
+    text = [
+        f"- speed-up over {label}: {mid:.2f}x (range of the repeats {low:.2f}x to {high:.2f}x)"
+        for label, (mid, low, high) in rec.speedups.items()
     ]
-    for label, (mid, low, high) in rec.speedups.items():
-        text.append(
-            f"- speed-up over {label}: {mid:.2f}x (range of the repeats {low:.2f}x to {high:.2f}x)"
-        )
     if rec.chosen.why:
         text += ["", f"What limits it: {rec.chosen.why}"]
     if guess:
@@ -196,4 +209,36 @@ def verdict_markdown(
             f"The guess {how} the num_workers search range from {low}..{high} to "
             f"{low}..{searched}.",
         ]
-    return "\n".join(text) + "\n"
+    return text
+
+
+def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> Any:
+    """The candidates as a rich table narrow enough for an 80-column terminal."""
+    from rich.table import Table
+
+    table = Table(title="the verdict: settings measured again, interleaved", title_justify="left")
+    table.add_column("setting", ratio=3)
+    table.add_column("params", ratio=2)
+    table.add_column(f"{unit}/sample", justify="right", no_wrap=True)
+    table.add_column("spread", justify="right", no_wrap=True)
+    table.add_column("MB", justify="right", no_wrap=True)
+    table.add_column("bottleneck", ratio=2)
+    for c in _ranked(cands):
+        name = f"[bold green]recommended[/] {c.name}" if c is rec.chosen else c.name
+        table.add_row(
+            name,
+            _params(c),
+            f"{c.median:.4f}",
+            f"{c.spread:.0%}",
+            f"{statistics.median(c.memory_mb or [0]):,.0f}",
+            c.bottleneck,
+        )
+    return table
+
+
+def _ranked(cands: list[Candidate]) -> list[Candidate]:
+    return sorted((c for c in cands if c.values), key=lambda c: c.median)
+
+
+def _params(c: Candidate) -> str:
+    return " ".join(f"{plain_key(k).split('.')[-1]}={v}" for k, v in c.trial.params.items())

@@ -267,6 +267,12 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     parents, _, client = mlflow_runs(tmp_path)
     (parent,) = parents
     assert parent.data.tags["verdict.num_workers"] in {"0", "1", "2"}
+    metrics = parent.data.metrics
+    assert metrics["verdict_samples_per_s"] == pytest.approx(
+        1000 / metrics["verdict_time_per_sample_ms"], rel=0.5
+    )
+    assert metrics["guess_num_workers"] in {1.0, 2.0}
+    assert metrics["guess_time_per_sample_ms"] > 0
     assert "Recommended" in parent.data.tags["mlflow.note.content"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"verdict.md", "best_loader.yaml", "verdict.png"} <= artifacts

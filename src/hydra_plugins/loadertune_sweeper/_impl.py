@@ -487,7 +487,14 @@ class SweepEngine:
         from ._report_plots import verdict_figure
 
         verdict_figure(study, cands, study.user_attrs.get("guess"), plan.sweep_dir / "verdict.png")
-        recorder.log_verdict(rec, text, plan.sweep_dir)
+        guessed = next((c for c in cands if "model-based guess" in c.labels and c.values), None)
+        recorder.log_verdict(
+            rec,
+            text,
+            plan.sweep_dir,
+            study.user_attrs.get("guess"),
+            guessed.median if guessed else None,
+        )
         view.verdict(
             rec, cands, loader, study.user_attrs.get("guess"), study.user_attrs.get(RANGE_ATTR)
         )

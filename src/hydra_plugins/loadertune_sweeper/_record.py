@@ -184,11 +184,40 @@ class SweepRecorder:
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
 
-    def log_verdict(self, rec: Any, markdown: str, sweep_dir: Path) -> None:
-        """The verdict on the parent run: tags, verdict.md, best_loader.yaml and its plot."""
+    def log_verdict(
+        self,
+        rec: Any,
+        markdown: str,
+        sweep_dir: Path,
+        guess: dict[str, Any] | None = None,
+        guess_measured_ms: float | None = None,
+    ) -> None:
+        """The verdict on the parent run: tags, verdict.md, best_loader.yaml and its plot.
+
+        Metrics: ``verdict_time_per_sample_ms`` and ``verdict_samples_per_s`` (medians of
+        the recommendation's repeats: what ``scripts/train.py`` should reproduce),
+        ``verdict_tolerance``, and the model-based guess against its measurement
+        (``guess_num_workers``, ``guess_time_per_sample_ms``,
+        ``guess_measured_time_per_sample_ms``).
+        """
         if not self.enabled or self.parent_id is None:
             return
         c = rec.chosen
+        if c.samples_per_s:
+            import statistics
+
+            rate = statistics.median(c.samples_per_s)
+            self.client.log_metric(self.parent_id, "verdict_samples_per_s", rate)
+        if guess:
+            self.client.log_metric(self.parent_id, "guess_num_workers", guess["workers"])
+            self.client.log_metric(
+                self.parent_id, "guess_time_per_sample_ms", guess["time_per_sample_ms"]
+            )
+            self.client.set_tag(self.parent_id, "guess.bound", guess["bound"])
+        if guess_measured_ms is not None:
+            self.client.log_metric(
+                self.parent_id, "guess_measured_time_per_sample_ms", guess_measured_ms
+            )
         self.client.set_tag(self.parent_id, "verdict.num_workers", str(c.workers))
         self.client.set_tag(self.parent_id, "verdict.trial", str(c.trial.number))
         self.client.set_tag(self.parent_id, "verdict.bottleneck", c.bottleneck)

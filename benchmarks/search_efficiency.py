@@ -20,6 +20,7 @@ recommended ``num_workers`` against the smallest grid setting within noise of th
 (target: never more), and the model-based guess against both.
 
     .venv/bin/python benchmarks/search_efficiency.py [--scenarios compute,cpu,io] [--repeats 3]
+        [--outputs DIR]
 """
 
 from __future__ import annotations
@@ -68,11 +69,25 @@ NOISE_FLOOR = 0.02  # the verdict's floor for "within noise"
 
 
 def run(out: Path, name: str, args: list[str]) -> float:
-    """``loadertune -m`` in ``out``; its wall time in seconds."""
+    """``loadertune -m`` in ``out`` (sweep dir ``out/<name>``); its wall time in seconds.
+
+    A run that finished before in ``out`` (``--outputs``) is not run again: its wall time is
+    read back from ``<name>.seconds``.
+    """
+    done = out / f"{name}.seconds"
+    if done.exists():
+        return float(done.read_text())
     script = str(Path(sys.executable).with_name("loadertune"))
     start = time.perf_counter()
     proc = subprocess.run(
-        [script, "-m", f"paths.output_root={out}", f"hydra.sweeper.study_name={name}", *args],
+        [
+            script,
+            "-m",
+            f"paths.output_root={out}",
+            f"hydra.sweeper.study_name={name}",
+            f"hydra.sweep.dir={out / name}",
+            *args,
+        ],
         capture_output=True,
         text=True,
         cwd=out,
@@ -80,7 +95,9 @@ def run(out: Path, name: str, args: list[str]) -> float:
     if proc.returncode:
         sys.exit(f"{name} failed:\n{proc.stderr[-3000:]}")
     (out / f"{name}.log").write_text(proc.stdout)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    done.write_text(f"{elapsed:.1f}")
+    return elapsed
 
 
 def study_of(out: Path, name: str) -> Any:
@@ -122,12 +139,16 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def scenario(key: str, max_workers: int, repeats: int) -> dict[str, Any]:
+def scenario(key: str, max_workers: int, repeats: int, outputs: Path | None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from loadertune.machine import usable_cpus
 
-    out = Path(tempfile.mkdtemp(prefix=f"loadertune-search-{key}-"))
+    if outputs is not None:
+        out = outputs / key
+        out.mkdir(parents=True, exist_ok=True)
+    else:
+        out = Path(tempfile.mkdtemp(prefix=f"loadertune-search-{key}-"))
     top = max(max_workers, 2 * usable_cpus())
     base = [*SCENARIOS[key], *COMMON]
     grid_space = [
@@ -143,6 +164,7 @@ def scenario(key: str, max_workers: int, repeats: int) -> dict[str, Any]:
             "hydra.sweeper.sampler=grid",
             "hydra.sweeper.pruner=none",  # every grid point measured in full
             "hydra.sweeper.n_trials=1000",
+            "hydra.sweeper.verdict_repeats=0",  # the re-measurement below judges the grid
         ],
     )
     grid = [t for t in study_of(out, "grid").trials if t.value is not None]
@@ -150,8 +172,7 @@ def scenario(key: str, max_workers: int, repeats: int) -> dict[str, Any]:
     budget = math.ceil(len(measured) / 3)
     study_wall = run(out, "study", [*base, f"hydra.sweeper.n_trials={budget}"])
     study = study_of(out, "study")
-    (best_file,) = (out / "multirun").glob("*/*/best_loader.yaml")
-    rec = OmegaConf.load(best_file)
+    rec = OmegaConf.load(out / "study" / "best_loader.yaml")
 
     # Every grid num_workers at its fastest grid prefetch_factor, and the recommendation.
     fastest: dict[int, Any] = {}
@@ -219,10 +240,17 @@ def main() -> None:
     parser.add_argument("--scenarios", default="compute,cpu,io")
     parser.add_argument("--max-workers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--outputs",
+        type=Path,
+        default=None,
+        help="folder for the scenarios' stores (default: new temporary folders); sweeps "
+        "that finished there before are reused, not run again",
+    )
     args = parser.parse_args()
     rows = []
     for key in args.scenarios.split(","):
-        rows.append(scenario(key, args.max_workers, args.repeats))
+        rows.append(scenario(key, args.max_workers, args.repeats, args.outputs))
         print(rows[-1], flush=True)
     keys = [k for k in rows[0] if k not in ("repeats (ms/sample)", "outputs")]
     print("| " + " | ".join(keys) + " |")

@@ -73,3 +73,28 @@ def test_gaps_between_steps_count_in_the_window() -> None:
 def test_summary_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match="no timed steps"):
         summarize([])
+
+
+def test_rate_is_taken_over_whole_arrival_cycles() -> None:
+    # Four workers in lock-step: one step waits 90 ms for a burst of 4 batches, then three
+    # steps find theirs ready; each step computes 10 ms. A cycle is 130 ms for 4 batches.
+    cycle = [(0.09, 0.0, 0.01)] + [(0.0, 0.0, 0.01)] * 3
+    # A window that opens inside a burst: its first 3 batches were loaded before it began.
+    phases = cycle[1:] + cycle * 3
+    summary = summarize(run_steps(phases, samples=10).records)
+    assert summary.steps == 15
+    assert summary.window_s == pytest.approx(0.03 + 3 * 0.13)
+    # The whole window would claim 150 samples in 0.42 s (2.8 ms a sample, 14% optimistic);
+    # from the first long wait to the last, 2 whole cycles give the steady 40 per 130 ms.
+    assert summary.samples == 150
+    assert summary.cycle_window_s == pytest.approx(2 * 0.13)
+    assert summary.cycle_samples == 80
+    assert summary.time_per_sample_ms == pytest.approx(130 / 40)
+    assert summary.samples_per_s == pytest.approx(40 / 0.13)
+
+
+def test_steady_arrivals_use_the_whole_window() -> None:
+    # Every step waits alike (one worker, slower than the step): no bursts to align to.
+    summary = summarize(run_steps([(0.05, 0.0, 0.01)] * 6, samples=10).records)
+    assert summary.cycle_window_s == pytest.approx(summary.window_s)
+    assert summary.time_per_sample_ms == pytest.approx(6.0)

@@ -35,20 +35,26 @@ def test_default_trial_measures_the_timed_window(compose: Compose) -> None:
     assert result.metrics()["time_per_sample_ms"] == s.time_per_sample_ms
 
 
-def test_warm_up_consumes_the_workers_start_up_burst(compose: Compose) -> None:
-    # Three workers deliver their first batches together: the first batch and two warm-up
-    # steps take that burst before the clock starts, though trial.warmup_steps asks for none.
+def test_warm_up_consumes_the_loaders_look_ahead(compose: Compose) -> None:
+    # Three workers with 2 batches each in flight: the first batch and six warm-up steps take
+    # the look-ahead before the clock starts, though trial.warmup_steps asks for none.
     seen: list[bool] = []
     config = to_run_config(
         compose(
-            ["model=simulated", "model.step_ms=1", "loader.num_workers=3", "trial.warmup_steps=0"]
+            [
+                "model=simulated",
+                "model.step_ms=1",
+                "loader.num_workers=3",
+                "loader.prefetch_factor=2",
+                "trial.warmup_steps=0",
+            ]
         )
     )
     result = run_trial(config, on_step=lambda r, timed: seen.append(timed))
-    assert seen == [False, False, True, True, True, True]
-    assert result.warmup_steps == 2
-    assert result.metrics()["warmup_steps"] == 2
-    asked_more = to_run_config(compose(["loader.num_workers=1", "trial.warmup_steps=2"]))
+    assert seen == [False] * 6 + [True] * 4
+    assert result.warmup_steps == 6
+    assert result.metrics()["warmup_steps"] == 6
+    asked_more = to_run_config(compose(["loader.num_workers=0", "trial.warmup_steps=2"]))
     assert run_trial(asked_more).warmup_steps == 2
 
 
@@ -85,13 +91,32 @@ def test_spawn_start_method_works(compose: Compose) -> None:
     assert result.summary.samples == 16
 
 
-def test_steps_beyond_one_epoch_start_a_new_one(compose: Compose) -> None:
-    # 48 images / 4 per batch = 12 batches per epoch; 2 + 20 steps need two epochs.
+def test_steps_beyond_the_dataset_read_it_again_in_one_stream(compose: Compose) -> None:
+    # 48 images / 4 per batch = 12 batches a pass; 2 + 20 steps read it twice, in one epoch
+    # of the loader, so the workers never run dry inside the timed window.
     result = run_trial(
-        to_run_config(compose(["trial.steps=20", "model=simulated", "model.step_ms=0"]))
+        to_run_config(
+            compose(
+                ["trial.steps=20", "model=simulated", "model.step_ms=0", "loader.num_workers=2"]
+            )
+        )
     )
-    assert result.epochs == 2
+    assert result.epochs == 1
     assert result.summary.steps == 20
+    assert result.summary.samples == 80
+
+
+def test_stream_is_whole_shuffled_passes() -> None:
+    import torch
+
+    from loadertune.trial import _Stream
+
+    stream = _Stream(5, 12, shuffle=True, generator=torch.Generator().manual_seed(0))
+    order = list(stream)
+    assert len(order) == len(stream) == 12
+    assert sorted(order[:5]) == sorted(order[5:10]) == list(range(5))
+    assert order[:5] != order[5:10]  # each pass is shuffled anew
+    assert list(_Stream(3, 7, shuffle=False, generator=None)) == [0, 1, 2, 0, 1, 2, 0]
 
 
 def test_custom_dataset_class_outside_the_package(compose: Compose, fixtures_on_path: Path) -> None:

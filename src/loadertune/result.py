@@ -86,6 +86,8 @@ class TrialResult:
             "warmup_steps": float(self.warmup_steps),
             "timed_samples": float(s.samples),
             "window_s": s.window_s,
+            "cycle_window_s": s.cycle_window_s,
+            "cycle_samples": float(s.cycle_samples),
             **self.storage,
             **self.accelerator,
         }

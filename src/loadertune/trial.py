@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
@@ -45,24 +45,63 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def warmup_steps(asked: int, num_workers: int) -> int:
-    """Untimed steps after the first batch: ``asked``, but at least ``num_workers - 1``.
+def warmup_steps(asked: int, num_workers: int, prefetch_factor: int | None = None) -> int:
+    """Untimed steps after the first batch: ``asked``, but at least the loader's look-ahead.
 
-    Workers start together, so their first batches arrive together: a burst of
-    ``num_workers`` batches that took one worker's load time. Timing from inside that burst
-    counts batches loaded before the window began and overstates throughput whenever loading
-    is the bottleneck (about 20% for 16 workers on a slow device over 40 steps). Consuming the
-    burst first starts the window in the steady state, whatever ``trial.warmup_steps`` says.
+    With workers, a DataLoader keeps ``num_workers x prefetch_factor`` batches in flight.
+    Timing must start once that pipeline is in its steady state: the workers' first batches
+    arrive together (a burst that took one worker's load time), and while the queue fills
+    the workers load at full speed. Timing from inside either phase counts batches loaded
+    before the window began, or slows the step with loading it will not pay for later; both
+    bias the figure by setting (a 20% overstatement for 16 workers on a slow device, over a
+    40-step window). So the look-ahead is consumed first, whatever ``trial.warmup_steps`` says.
     """
-    return max(asked, num_workers - 1)
+    if num_workers == 0:
+        return asked
+    return max(asked, num_workers * (prefetch_factor or 2))
+
+
+class _Stream:
+    """Sample indices for a trial: passes over the dataset, one after another, as one epoch.
+
+    A DataLoader's workers stop loading when its epoch has no batches left to hand out, so
+    near an epoch's end the step no longer shares the CPUs with loading, and a timed window
+    there (or a small dataset's whole epoch, loaded ahead during warm-up) flatters settings
+    with a deep look-ahead. Drawing ``length`` indices from back-to-back passes (each shuffled
+    with ``generator`` when ``shuffle``) keeps every timed step in the steady state. Worker
+    start-up, which a real epoch pays again unless ``persistent_workers``, is ``first_batch_s``.
+    """
+
+    def __init__(self, size: int, length: int, shuffle: bool, generator: Any) -> None:
+        self.size, self.length, self.shuffle, self.generator = size, length, shuffle, generator
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[int]:
+        import torch
+
+        emitted = 0
+        while emitted < self.length:
+            order = (
+                torch.randperm(self.size, generator=self.generator).tolist()
+                if self.shuffle
+                else range(self.size)
+            )
+            for index in order:
+                if emitted >= self.length:
+                    return
+                yield index
+                emitted += 1
 
 
 def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialResult:
     """Build the dataset and loader, warm up, then time ``config.trial.steps`` steps.
 
     The first batch (worker start-up) is always outside the timed window and is reported as
-    ``first_batch_s``; ``trial.warmup_steps`` further steps (at least ``num_workers - 1``,
-    see :func:`warmup_steps`) follow before timing starts.
+    ``first_batch_s``; ``trial.warmup_steps`` further steps (at least the loader's look-ahead,
+    see :func:`warmup_steps`) follow before timing starts. Indices come from back-to-back
+    passes over the dataset (:class:`_Stream`), so the window never meets an epoch's end.
     The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
     a simulated device) and cleaned up after, however the trial ends.
 
@@ -111,16 +150,28 @@ def _run_on_storage(
     gpu = GpuMonitor(device, tc.sample_hz) if device.type == "cuda" else None
     store.before_loading()
 
+    warmup = warmup_steps(tc.warmup_steps, effective.num_workers, effective.prefetch_factor)
+    look_ahead = effective.num_workers * (effective.prefetch_factor or 2)
+    batches = 1 + warmup + tc.steps + look_ahead + 1
+    stream = _Stream(
+        len(dataset),
+        batches * (effective.batch_size or 1),
+        effective.shuffle,
+        torch.Generator().manual_seed(tc.seed),
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loader = build_dataloader(
-            dataset, effective, device, generator=torch.Generator().manual_seed(tc.seed)
+            dataset,
+            effective,
+            device,
+            sampler=stream,
+            generator=torch.Generator().manual_seed(tc.seed),
         )
         with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
             loop = _StepLoop(loader, device, effective.non_blocking, step_fn, copies, split_batch)
             measure_start = time.perf_counter()
             first_batch_s = loop.first_batch()
-            warmup = warmup_steps(tc.warmup_steps, effective.num_workers)
             for _ in range(warmup):
                 record = loop.step(StepTimer())
                 if on_step:

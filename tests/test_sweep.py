@@ -292,15 +292,15 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
 
 
 IO_BOUND = [
-    # Every image read waits 20 ms on a device that serves 32 reads at once: 80 ms to load a
-    # batch of 4 that the 20 ms step then trains on. Waiting workers cost no CPU, so about
-    # 80 / 20 = 4 workers hide loading, more than the 0..1 range written below.
+    # Every image read waits 20 ms on a device that serves 32 reads at once: over 80 ms to
+    # load a batch of 4 that the 25 ms step then trains on. Waiting workers cost no CPU, so
+    # about 80 / 25 -> 4 workers hide loading, more than the 0..1 range written below.
     "storage=throttled",
     "storage.latency_ms=20",
     "storage.queue_depth=32",
     "storage.bandwidth_mb_s=1000",
     "model=simulated",
-    "model.step_ms=20",
+    "model.step_ms=25",
     "hydra.sweeper.study_name=s",
     "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
 ]

@@ -98,3 +98,22 @@ def test_steady_arrivals_use_the_whole_window() -> None:
     summary = summarize(run_steps([(0.05, 0.0, 0.01)] * 6, samples=10).records)
     assert summary.cycle_window_s == pytest.approx(summary.window_s)
     assert summary.time_per_sample_ms == pytest.approx(6.0)
+
+
+def test_cpu_of_the_training_process_is_split_into_waiting_and_stepping() -> None:
+    # Two steps: wait 100 ms using 100 ms of CPU (loading in the process), then copy and
+    # step 50 ms using 100 ms of CPU (two threads); the second waits 100 ms on I/O (no CPU).
+    wall = FakeClock([0.0, 0.1, 0.1, 0.15, 0.15, 0.25, 0.25, 0.3])
+    cpu = FakeClock([1.0, 1.1, 1.2, 1.2, 1.2, 1.3])
+    timer = StepTimer(clock=wall, cpu_clock=cpu)
+    for _ in range(2):
+        timer.start()
+        timer.batch_ready()
+        timer.copied()
+        timer.stepped(4)
+    first, second = timer.records
+    assert (first.wait_cpu_s, first.step_cpu_s) == pytest.approx((0.1, 0.1))
+    assert (second.wait_cpu_s, second.step_cpu_s) == pytest.approx((0.0, 0.1))
+    summary = summarize(timer.records)
+    assert summary.wait_cpu_cores == pytest.approx(0.1 / 0.2)  # half a core while waiting
+    assert summary.step_cpu_cores == pytest.approx(0.2 / 0.1)  # two cores while stepping

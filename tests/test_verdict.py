@@ -133,7 +133,18 @@ GUESS = {
     ("change", "workers", "bound"),
     [
         ({}, 4, "hides loading"),  # 40 ms of loading over a 10 ms step: 4 in parallel
-        ({"usable_cpus": 2}, 2, "cpus"),  # CPU-bound decoding cannot use more than 2 CPUs
+        # CPU-bound decoding: 36 ms of CPU a batch over 2 CPUs is 18 ms a batch at best,
+        # which 3 workers reach (2 would take 20).
+        ({"usable_cpus": 2}, 3, "cpus"),
+        # A step on the CPU that keeps both cores busy: (40 + 2 x 54) / 2 = 74 ms a batch at
+        # best, which one worker already reaches.
+        (
+            {"usable_cpus": 2, "cpu_share_of_loading": 1.0, "step_ms": 54.0, "step_cpu_cores": 2.0},
+            1,
+            "cpus",
+        ),
+        # Loading takes under 5% of the step: no worker is worth starting.
+        ({"load_ms_per_batch": 0.4}, 0, "loading is negligible"),
         ({"usable_cpus": 2, "cpu_share_of_loading": 0.1}, 4, "hides loading"),  # I/O waits
         ({"load_ms_per_batch": 400.0, "cpu_share_of_loading": 0.1}, 16, "search space"),
         ({"memory_per_worker_mb": 4_000.0}, 2, "memory"),
@@ -145,9 +156,14 @@ def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -
 
     g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
     assert (g.workers, g.bound) == (workers, bound)
-    per_batch = max(g.step_ms, g.load_ms_per_batch / g.workers)
-    if bound != "cpus":
-        assert g.time_per_sample_ms == pytest.approx(per_batch / 32)
+    cpus = change.get("usable_cpus", 8)
+    cpu_floor = (g.load_ms_per_batch * g.cpu_share_of_loading + g.step_ms * g.step_cpu_cores) / cpus
+    per_batch = (
+        max(g.step_ms, g.load_ms_per_batch / g.workers, cpu_floor)
+        if g.workers
+        else g.load_ms_per_batch + g.step_ms
+    )
+    assert g.time_per_sample_ms == pytest.approx(per_batch / 32)
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,8 @@ class TrialResult:
             "window_s": s.window_s,
             "cycle_window_s": s.cycle_window_s,
             "cycle_samples": float(s.cycle_samples),
+            "wait_cpu_cores": s.wait_cpu_cores,
+            "step_cpu_cores": s.step_cpu_cores,
             **self.storage,
             **self.accelerator,
         }

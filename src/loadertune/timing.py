@@ -34,6 +34,10 @@ class StepRecord:
     compute_s: float
     end: float
     samples: int
+    # CPU seconds the training process (all its threads) used while waiting for the batch,
+    # and while copying and stepping: with 0 workers the first is loading's own CPU.
+    wait_cpu_s: float = 0.0
+    step_cpu_s: float = 0.0
 
     @property
     def step_s(self) -> float:
@@ -62,23 +66,33 @@ class TimingSummary:
     # steady): time_per_sample_ms = cycle_window_s * 1000 / cycle_samples.
     cycle_window_s: float = 0.0
     cycle_samples: int = 0
+    # Cores the training process kept busy while it waited for batches (with 0 workers:
+    # loading's CPU; near 0 when loading waits on I/O) and while it copied and stepped.
+    wait_cpu_cores: float = 0.0
+    step_cpu_cores: float = 0.0
 
 
 class StepTimer:
     """Marks the phases of each step with an injectable clock (a fake one in tests)."""
 
-    def __init__(self, clock: Clock = time.perf_counter) -> None:
+    def __init__(
+        self, clock: Clock = time.perf_counter, cpu_clock: Clock = time.process_time
+    ) -> None:
         self.clock = clock
+        self.cpu_clock = cpu_clock
         self.records: list[StepRecord] = []
         self._marks: list[float] = []
+        self._cpu: list[float] = []
 
     def start(self) -> None:
         """The step begins: about to ask the loader for a batch."""
         self._marks = [self.clock()]
+        self._cpu = [self.cpu_clock()]
 
     def batch_ready(self) -> None:
         """The batch arrived from the loader."""
         self._marks.append(self.clock())
+        self._cpu.append(self.cpu_clock())
 
     def copied(self) -> None:
         """The batch is on the device (synchronised for an accelerator)."""
@@ -88,6 +102,8 @@ class StepTimer:
         """The model step finished; record and return the step."""
         start, ready, copied = self._marks
         end = self.clock()
+        cpu_start, cpu_ready = self._cpu
+        cpu_end = self.cpu_clock()
         record = StepRecord(
             index=len(self.records),
             start=start,
@@ -96,6 +112,8 @@ class StepTimer:
             compute_s=end - copied,
             end=end,
             samples=samples,
+            wait_cpu_s=cpu_ready - cpu_start,
+            step_cpu_s=cpu_end - cpu_ready,
         )
         self.records.append(record)
         return record
@@ -154,4 +172,13 @@ def summarize(records: Sequence[StepRecord]) -> TimingSummary:
         compute_ms_mean=float(np.mean([r.compute_s for r in records]) * 1000.0),
         cycle_window_s=cycle_s,
         cycle_samples=cycle_samples,
+        wait_cpu_cores=_cores(sum(r.wait_cpu_s for r in records), sum(r.wait_s for r in records)),
+        step_cpu_cores=_cores(
+            sum(r.step_cpu_s for r in records),
+            sum(r.copy_s + r.compute_s for r in records),
+        ),
     )
+
+
+def _cores(cpu_s: float, wall_s: float) -> float:
+    return cpu_s / wall_s if wall_s > 0 else 0.0

@@ -31,8 +31,9 @@ class Guess:
     load_ms_per_batch: float
     step_ms: float
     cpu_share_of_loading: float
-    bound: str  # what capped the guess: "hides loading", "cpus", "memory", "search space"
+    bound: str  # what capped it: "hides loading", "cpus", "memory", "search space", ...
     ceiling: int = 0  # the most workers the CPU, memory and space bounds allow together
+    step_cpu_cores: float = 0.0  # cores the training step kept busy
 
 
 def guess(
@@ -45,21 +46,29 @@ def guess(
     memory_per_worker_mb: float,
     memory_budget_mb: float,
     max_workers: int,
+    step_cpu_cores: float = 0.0,
 ) -> Guess:
-    """Workers needed to hide loading behind the step, within CPU, memory and space bounds."""
+    """Workers needed to hide loading behind the step, within CPU, memory and space bounds.
+
+    ``cpu_share_of_loading`` is the cores loading keeps busy while it runs (about 1 for
+    decoding, about 0 for waiting on reads), ``step_cpu_cores`` the cores the training step
+    keeps busy (0 for an accelerator's step). Every batch costs the CPUs both; spread over
+    all usable CPUs at best, that is a time per batch no number of workers can beat.
+    """
     step = max(step_ms, 1e-3)
-    # The fewest workers that bring a batch within NEAR of the step: the last few percent
-    # cost a whole worker each and are below what a repeat can tell apart.
-    needed = max(1, math.ceil(load_ms_per_batch / (step * (1 + NEAR))))
-    workers, bound = needed, "hides loading"
+    cpus = max(usable_cpus, 1)
+    cpu_floor = (load_ms_per_batch * cpu_share_of_loading + step_ms * step_cpu_cores) / cpus
+    best = max(step, cpu_floor)
     ceiling = max_workers
-    # CPU-bound loading cannot use more workers than the CPUs it has left (the training
-    # process's own step uses CPU too when it runs on the CPU).
-    if cpu_share_of_loading >= 0.5:
-        cpu_cap = max(1, usable_cpus)
-        ceiling = min(ceiling, cpu_cap)
-        if workers > cpu_cap:
-            workers, bound = cpu_cap, "cpus"
+    if load_ms_per_batch <= NEAR * step:
+        workers, bound = 0, "loading is negligible"
+    else:
+        # The fewest workers that bring a batch within NEAR of the best reachable: the last
+        # few percent cost a whole worker each and are below what a repeat can tell apart.
+        workers = max(1, math.ceil(load_ms_per_batch / (best * (1 + NEAR))))
+        bound = "cpus" if cpu_floor > step else "hides loading"
+        if bound == "cpus":
+            ceiling = min(ceiling, workers)  # more workers only share the same CPUs
     if memory_per_worker_mb > 0:
         memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
         ceiling = min(ceiling, memory_cap)
@@ -67,10 +76,10 @@ def guess(
             workers, bound = memory_cap, "memory"
     if workers > max_workers:
         workers, bound = max_workers, "search space"
-    # Loading in parallel: a batch every load/workers ms at best, never faster than the step.
-    per_batch = max(step_ms, load_ms_per_batch / workers)
-    if cpu_share_of_loading >= 0.5 and bound == "cpus":
-        per_batch = max(per_batch, load_ms_per_batch / max(usable_cpus, 1))
+    if workers == 0:
+        per_batch = load_ms_per_batch + step_ms
+    else:
+        per_batch = max(step_ms, load_ms_per_batch / workers, cpu_floor)
     return Guess(
         workers=workers,
         time_per_sample_ms=per_batch / batch_size,
@@ -79,6 +88,7 @@ def guess(
         cpu_share_of_loading=cpu_share_of_loading,
         bound=bound,
         ceiling=max(ceiling, 1),
+        step_cpu_cores=step_cpu_cores,
     )
 
 
@@ -122,27 +132,26 @@ def workers_range(g: Guess, low: int, high: int, step: int = 1) -> tuple[int, in
 
 
 def from_default_trial(result: Any, memory_budget_mb: float, max_workers: int) -> Guess | None:
-    """The guess from a ``num_workers=0`` trial's result, or None if it cannot tell."""
+    """The guess from a ``num_workers=0`` trial's result, or None if it cannot tell.
+
+    With 0 workers the training process loads every batch itself: its CPU time while it
+    waits for a batch is loading's (``wait_cpu_cores``), its CPU time while it steps is the
+    step's (``step_cpu_cores``), both measured per step with the process's CPU clock.
+    """
     if result is None or result.effective_loader.num_workers != 0:
         return None
     s = result.summary
     load = (
         s.data_wait_ms_p50 if s.data_wait_ms_p50 > 0 else s.data_wait_fraction * s.step_time_ms_p50
     )
-    window_cpu = result.cpu_percent_mean / 100.0  # cores busy over the window
-    wait_share = s.data_wait_fraction
-    # With 0 workers the process alternates loading and stepping; the CPU it used beyond the
-    # step's share is loading's. Clamp to [0, 1] of one core.
-    compute_share = 1.0 - wait_share
-    step_cpu = min(compute_share, window_cpu)
-    loading_cpu = (window_cpu - step_cpu) / wait_share if wait_share > 0 else 0.0
     return guess(
         load_ms_per_batch=load,
         step_ms=s.compute_ms_mean + s.copy_ms_mean,
-        batch_size=int(result.effective_loader.batch_size),
-        cpu_share_of_loading=max(0.0, min(1.0, loading_cpu)),
+        batch_size=int(result.effective_loader.batch_size or 1),
+        cpu_share_of_loading=max(0.0, s.wait_cpu_cores),
         usable_cpus=int(result.machine.get("usable_cpus", 1)),
         memory_per_worker_mb=result.peak_memory_mb * 0.5,
         memory_budget_mb=memory_budget_mb,
         max_workers=max_workers,
+        step_cpu_cores=max(0.0, s.step_cpu_cores),
     )

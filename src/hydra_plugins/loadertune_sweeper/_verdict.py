@@ -193,9 +193,10 @@ def details(
         measured = next((c for c in cands if "model-based guess" in c.labels), None)
         line = (
             f"Model-based guess (from the 0-worker trial: {guess['load_ms_per_batch']:.1f} ms to "
-            f"load a batch, {guess['step_ms']:.1f} ms a step, loading "
-            f"{guess['cpu_share_of_loading']:.0%} CPU): num_workers={guess['workers']} "
-            f"(bound: {guess['bound']}), predicted {guess['time_per_sample_ms']:.4f} {unit}"
+            f"load a batch on {guess['cpu_share_of_loading']:.1f} cores, "
+            f"{guess['step_ms']:.1f} ms a step on {guess.get('step_cpu_cores', 0.0):.1f} cores): "
+            f"num_workers={guess['workers']} (bound: {guess['bound']}), predicted "
+            f"{guess['time_per_sample_ms']:.4f} {unit}"
         )
         if measured is not None and measured.values:
             line += f", measured {measured.median:.4f} {unit}"

@@ -253,6 +253,6 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
     ):
         assert phrase in " ".join(text.split()), phrase
     (row,) = [line for line in text.splitlines() if "│ recommended" in line]
-    assert "num_workers=2" in row and "cpu-bound" in row
+    assert "workers=2" in row and "cpu-bound" in row
     # Fastest first: the rule of thumb's row comes before the default's.
     assert text.index("rule of") < text.index("default (0")

@@ -228,7 +228,7 @@ def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms")
         name = f"[bold green]recommended[/] {c.name}" if c is rec.chosen else c.name
         table.add_row(
             name,
-            _params(c),
+            _params(c, short=True),
             f"{c.median:.4f}",
             f"{c.spread:.0%}",
             f"{statistics.median(c.memory_mb or [0]):,.0f}",
@@ -241,5 +241,15 @@ def _ranked(cands: list[Candidate]) -> list[Candidate]:
     return sorted((c for c in cands if c.values), key=lambda c: c.median)
 
 
-def _params(c: Candidate) -> str:
-    return " ".join(f"{plain_key(k).split('.')[-1]}={v}" for k, v in c.trial.params.items())
+_SHORT = {
+    "num_workers": "workers",
+    "prefetch_factor": "prefetch",
+    "pin_memory": "pin",
+    "persistent_workers": "persistent",
+    "batch_size": "batch",
+}
+
+
+def _params(c: Candidate, short: bool = False) -> str:
+    names = [(plain_key(k).split(".")[-1], v) for k, v in c.trial.params.items()]
+    return " ".join(f"{_SHORT.get(n, n) if short else n}={v}" for n, v in names)

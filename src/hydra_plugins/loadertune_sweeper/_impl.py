@@ -468,6 +468,7 @@ class SweepEngine:
                 if r is None:
                     continue
                 c.values.append(r.objective)
+                c.rounds.append(round_)
                 c.samples_per_s.append(r.summary.samples_per_s)
                 c.memory_mb.append(r.peak_memory_mb)
                 c.cpu_percent.append(r.cpu_percent_mean)

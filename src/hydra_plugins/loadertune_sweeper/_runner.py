@@ -17,6 +17,7 @@ import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -91,6 +92,10 @@ def run_trial_process(
     shm_before = _shm_files()
     oom_before = _oom_kills()
     start = time.perf_counter()
+    # A forked child inherits unflushed output and would print it again when it exits.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     proc.start()
     child_end.close()
     outcome = TrialOutcome()

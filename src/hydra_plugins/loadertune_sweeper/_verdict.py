@@ -3,7 +3,9 @@ cheapest setting that is as fast as the fastest within the noise measured, and e
 
 Trials in a study are measured once each, at different moments of a shared machine's life.
 Before recommending, the top few settings and the baselines are measured again, interleaved
-(A B C A B C ...) so drift hits them alike, and compared by the medians of their repeats.
+(A B C A B C ...) so drift hits them alike. Two settings are then compared round by round:
+the ratio of their times in each round cancels what the machine was doing in that round, so
+a steady 5% gap stands out even while the machine's own speed wanders by 30%.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Candidate:
     memory_mb: list[float] = field(default_factory=list)
     cpu_percent: list[float] = field(default_factory=list)
     samples_per_s: list[float] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)  # the round of each value (default: 0, 1..)
     bottleneck: str = ""
     why: str = ""
 
@@ -96,19 +99,52 @@ class Recommendation:
     speedups: dict[str, tuple[float, float, float]]  # label -> (median, low, high) ratios
 
 
-def recommend(cands: list[Candidate]) -> Recommendation:
-    """Cheapest (fewest workers, then least memory) whose median is within noise of the best.
+def paired(a: Candidate, b: Candidate) -> list[float]:
+    """``a``'s time over ``b``'s in each round both were measured in."""
+    b_rounds = dict(zip(b.rounds or range(len(b.values)), b.values, strict=True))
+    return [
+        value / b_rounds[r]
+        for r, value in zip(a.rounds or range(len(a.values)), a.values, strict=True)
+        if r in b_rounds
+    ]
 
-    "Within noise" is the larger of the two settings' relative ranges over their repeats
-    (and at least ``NOISE_FLOOR``): a gap smaller than that is not a measured difference.
+
+def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
+    """(median, low, high, noise) of ``a``'s time over ``b``'s.
+
+    From the rounds' paired ratios when there are two or more: their median, their range,
+    and their spread (max - min) as the noise, at least ``NOISE_FLOOR``. Otherwise from the
+    medians, the extremes of the repeats, and the larger relative range of the two.
+    """
+    ratios = paired(a, b)
+    if len(ratios) >= 2:
+        noise = max(max(ratios) - min(ratios), NOISE_FLOOR)
+        return statistics.median(ratios), min(ratios), max(ratios), noise
+    noise = max(a.spread, b.spread, NOISE_FLOOR)
+    return (
+        a.median / b.median,
+        min(a.values) / max(b.values),
+        max(a.values) / min(b.values),
+        noise,
+    )
+
+
+def recommend(cands: list[Candidate]) -> Recommendation:
+    """Cheapest (fewest workers, then least memory) whose time is within noise of the best.
+
+    A setting is within noise of the fastest when its time over the fastest's, round by
+    round, is no further above 1 than those ratios spread (and at least ``NOISE_FLOOR``):
+    a gap smaller than that is not a measured difference.
     """
     measured = [c for c in cands if c.values]
     fastest = min(measured, key=lambda c: c.median)
-    within = []
+    within = [(fastest, NOISE_FLOOR)]
     for c in measured:
-        tolerance = max(c.spread, fastest.spread, NOISE_FLOOR)
-        if c.median <= fastest.median * (1 + tolerance):
-            within.append((c, tolerance))
+        if c is fastest:
+            continue
+        ratio, _, _, noise = compare(c, fastest)
+        if ratio <= 1 + noise:
+            within.append((c, noise))
     chosen, tolerance = min(
         within, key=lambda ct: (ct[0].workers, statistics.median(ct[0].memory_mb or [0.0]))
     )
@@ -117,11 +153,8 @@ def recommend(cands: list[Candidate]) -> Recommendation:
         for label in c.labels:
             if label.startswith("top"):
                 continue
-            speedups[label] = (
-                c.median / chosen.median,
-                min(c.values) / max(chosen.values),
-                max(c.values) / min(chosen.values),
-            )
+            mid, low, high, _ = compare(c, chosen)
+            speedups[label] = (mid, low, high)
     return Recommendation(chosen, fastest, tolerance, speedups)
 
 
@@ -169,8 +202,9 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
     """The recommendation in one sentence, with what "within noise" was."""
     return (
         f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
-        f"the cheapest setting whose median time per sample is within "
-        f"{rec.tolerance:.1%} (the spread of the repeats) of the fastest "
+        f"the cheapest setting whose time per sample is within "
+        f"{rec.tolerance:.1%} (the noise: the spread of the round-by-round ratios, at least "
+        f"{NOISE_FLOOR:.0%}) of the fastest "
         f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit})."
     )
 
@@ -184,7 +218,7 @@ def details(
 ) -> list[str]:
     """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
     text = [
-        f"- speed-up over {label}: {mid:.2f}x (range of the repeats {low:.2f}x to {high:.2f}x)"
+        f"- speed-up over {label}: {mid:.2f}x (rounds ranged {low:.2f}x to {high:.2f}x)"
         for label, (mid, low, high) in rec.speedups.items()
     ]
     if rec.chosen.why:

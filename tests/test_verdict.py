@@ -78,7 +78,7 @@ def test_recommends_the_cheapest_within_noise() -> None:
     rec = _verdict.recommend([fast, close, slow])
     assert rec.fastest is fast
     assert rec.chosen is close
-    assert rec.tolerance == pytest.approx(1.05 / 0.98 - 1.01 / 1.02)
+    assert rec.tolerance == pytest.approx(1.03 - 1.01 / 1.02)  # median less the lowest
     mid, low, high = rec.speedups["w0"]
     assert mid == pytest.approx(2.0 / 1.03)
     assert low == pytest.approx(1.9 / 1.05)
@@ -98,6 +98,31 @@ def test_a_steady_gap_shows_through_the_machines_drift() -> None:
     cheaper = _cand(2, [1.06, 1.27, 1.484])
     assert _verdict.recommend([fast, cheaper]).chosen is fast
     assert _verdict.compare(cheaper, fast)[0] == pytest.approx(1.06, abs=0.002)
+
+
+def test_slower_in_every_round_is_slower_however_noisy() -> None:
+    # 0 workers 20% to 60% slower round by round: noisy, but never close to the fastest.
+    fast = _cand(3, [1.0, 1.0, 1.0])
+    zero = _cand(0, [1.2, 1.39, 1.59])
+    assert _verdict.recommend([fast, zero]).chosen is fast
+    assert _verdict.unsure([fast, zero]) == []
+
+
+def test_too_close_to_call_asks_for_more_rounds() -> None:
+    fast = _cand(6, [1.0, 1.0, 1.0])
+    cheaper = _cand(5, [1.0, 1.05, 1.10])  # 5% slower at the median, 0% to 10% by round
+    assert _verdict.unsure([fast, cheaper]) == [fast, cheaper]
+    # Three more rounds at 5-6% slower settle it: measurably slower.
+    fast.values += [1.0, 1.0, 1.0]
+    cheaper.values += [1.05, 1.06, 1.05]
+    assert _verdict.unsure([fast, cheaper]) == []
+    assert _verdict.recommend([fast, cheaper]).chosen is fast
+
+
+@pytest.mark.parametrize(("n", "k"), [(2, 1), (3, 1), (5, 1), (6, 2), (9, 3), (12, 4)])
+def test_median_interval_narrows_with_more_rounds(n: int, k: int) -> None:
+    values = [float(i) for i in range(1, n + 1)]
+    assert _verdict.median_interval(values) == (k, n - k + 1)
 
 
 def test_rounds_pair_up_when_a_repeat_failed() -> None:

@@ -453,10 +453,11 @@ class SweepEngine:
         view.note(
             f"verdict: measuring {len(cands)} settings {s.verdict_repeats} times each, interleaved"
         )
-        for round_ in range(s.verdict_repeats):
-            for c in cands:
+
+        def measure_round(round_: int, which: list[_verdict.Candidate]) -> bool:
+            for c in which:
                 if self._stop_requested:
-                    return
+                    return False
                 overrides = [
                     *c.trial.user_attrs["overrides"],
                     f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
@@ -474,6 +475,21 @@ class SweepEngine:
                 c.cpu_percent.append(r.cpu_percent_mean)
                 d = diagnose_result(r, self.memory_budget / 2**20)
                 c.bottleneck, c.why = d.label, d.sentence
+            return True
+
+        for round_ in range(s.verdict_repeats):
+            if not measure_round(round_, cands):
+                return
+        # Too close to call: a cheaper setting whose rounds neither clear it nor rule it out
+        # gets more rounds, side by side with the fastest, up to twice the repeats.
+        for extra in range(s.verdict_repeats):
+            unsure = _verdict.unsure(cands)
+            if not unsure:
+                break
+            names = ", ".join(f"trial {c.trial.number}" for c in unsure)
+            view.note(f"verdict: too close to call, one more round of {names}")
+            if not measure_round(s.verdict_repeats + extra, unsure):
+                return
         if not any(c.values for c in cands):
             return
         rec = _verdict.recommend(cands)

@@ -10,6 +10,7 @@ a steady 5% gap stands out even while the machine's own speed wanders by 30%.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,17 +110,40 @@ def paired(a: Candidate, b: Candidate) -> list[float]:
     ]
 
 
+COVERAGE = 0.75  # how sure the interval around a median ratio is to hold the true ratio
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """An interval of order statistics that holds the true median with >= ``COVERAGE``.
+
+    Distribution-free: ``[x_(k), x_(n-k+1)]`` covers the median with probability
+    ``1 - 2 P(Binomial(n, 1/2) <= k - 1)``; the largest such ``k`` is used (the whole range
+    for 3 to 5 values, the 2nd to 5th of 6), so the interval narrows as rounds are added.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    k = 1
+    while k + 1 <= (n + 1) // 2:
+        tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n  # P(B <= k)
+        if 1 - 2 * tail < COVERAGE:
+            break
+        k += 1
+    return xs[k - 1], xs[n - k]
+
+
 def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
     """(median, low, high, noise) of ``a``'s time over ``b``'s.
 
     From the rounds' paired ratios when there are two or more: their median, their range,
-    and their spread (max - min) as the noise, at least ``NOISE_FLOOR``. Otherwise from the
-    medians, the extremes of the repeats, and the larger relative range of the two.
+    and as the noise how far below the median the true ratio may lie
+    (:func:`median_interval`), at least ``NOISE_FLOOR``. Otherwise from the medians, the
+    extremes of the repeats, and the larger relative range of the two.
     """
     ratios = paired(a, b)
     if len(ratios) >= 2:
-        noise = max(max(ratios) - min(ratios), NOISE_FLOOR)
-        return statistics.median(ratios), min(ratios), max(ratios), noise
+        mid = statistics.median(ratios)
+        low, _ = median_interval(ratios)
+        return mid, min(ratios), max(ratios), max(mid - low, NOISE_FLOOR)
     noise = max(a.spread, b.spread, NOISE_FLOOR)
     return (
         a.median / b.median,
@@ -129,12 +153,17 @@ def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
     )
 
 
+def _cost(c: Candidate) -> tuple[int, float]:
+    return c.workers, statistics.median(c.memory_mb or [0.0])
+
+
 def recommend(cands: list[Candidate]) -> Recommendation:
     """Cheapest (fewest workers, then least memory) whose time is within noise of the best.
 
-    A setting is within noise of the fastest when its time over the fastest's, round by
-    round, is no further above 1 than those ratios spread (and at least ``NOISE_FLOOR``):
-    a gap smaller than that is not a measured difference.
+    A setting is within noise of the fastest when the median of its round-by-round time
+    ratios to the fastest, less the noise (down to the low end of :func:`median_interval`,
+    at least ``NOISE_FLOOR``), is within ``NOISE_FLOOR`` of 1: the gap is not a measured
+    difference.
     """
     measured = [c for c in cands if c.values]
     fastest = min(measured, key=lambda c: c.median)
@@ -143,11 +172,9 @@ def recommend(cands: list[Candidate]) -> Recommendation:
         if c is fastest:
             continue
         ratio, _, _, noise = compare(c, fastest)
-        if ratio <= 1 + noise:
+        if ratio - noise <= 1 + NOISE_FLOOR:
             within.append((c, noise))
-    chosen, tolerance = min(
-        within, key=lambda ct: (ct[0].workers, statistics.median(ct[0].memory_mb or [0.0]))
-    )
+    chosen, tolerance = min(within, key=lambda ct: _cost(ct[0]))
     speedups = {}
     for c in measured:
         for label in c.labels:
@@ -156,6 +183,26 @@ def recommend(cands: list[Candidate]) -> Recommendation:
             mid, low, high, _ = compare(c, chosen)
             speedups[label] = (mid, low, high)
     return Recommendation(chosen, fastest, tolerance, speedups)
+
+
+def unsure(cands: list[Candidate]) -> list[Candidate]:
+    """The fastest and the cheaper settings too close to it to call, or [] if none.
+
+    Too close to call: within noise of the fastest, yet slower than it by more than
+    ``NOISE_FLOOR`` at the median. More rounds narrow the noise and settle it.
+    """
+    measured = [c for c in cands if c.values]
+    if len(measured) < 2:
+        return []
+    fastest = min(measured, key=lambda c: c.median)
+    close = []
+    for c in measured:
+        if c is fastest or _cost(c) >= _cost(fastest):
+            continue
+        ratio, _, _, noise = compare(c, fastest)
+        if ratio > 1 + NOISE_FLOOR and ratio - noise <= 1 + NOISE_FLOOR:
+            close.append(c)
+    return [fastest, *close] if close else []
 
 
 def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
@@ -202,10 +249,11 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
     """The recommendation in one sentence, with what "within noise" was."""
     return (
         f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
-        f"the cheapest setting whose time per sample is within "
-        f"{rec.tolerance:.1%} (the noise: the spread of the round-by-round ratios, at least "
-        f"{NOISE_FLOOR:.0%}) of the fastest "
-        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit})."
+        f"the cheapest setting whose time per sample is within noise of the fastest "
+        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}): round by "
+        f"round its time over the fastest's, less the noise ({rec.tolerance:.1%}: down to "
+        f"the low end of a {COVERAGE:.0%} interval of those ratios), comes within "
+        f"{NOISE_FLOOR:.0%} of 1."
     )
 
 

@@ -117,3 +117,14 @@ def test_cpu_of_the_training_process_is_split_into_waiting_and_stepping() -> Non
     summary = summarize(timer.records)
     assert summary.wait_cpu_cores == pytest.approx(0.1 / 0.2)  # half a core while waiting
     assert summary.step_cpu_cores == pytest.approx(0.2 / 0.1)  # two cores while stepping
+
+
+def test_one_producer_is_never_trimmed_to_cycles() -> None:
+    # 0 or 1 workers: batches come one at a time, so an odd long wait is not a burst edge.
+    phases = [(0.05, 0.0, 0.01)] * 3 + [(0.2, 0.0, 0.01)] + [(0.05, 0.0, 0.01)] * 3
+    phases += [(0.2, 0.0, 0.01)] + [(0.05, 0.0, 0.01)] * 2
+    records = run_steps(phases, samples=10).records
+    assert summarize(records).cycle_samples < 100  # unknown workers: treated as bursts
+    one = summarize(records, num_workers=0)
+    assert one.cycle_samples == one.samples == 100
+    assert one.time_per_sample_ms == pytest.approx(one.window_s * 1000 / 100)

@@ -143,17 +143,21 @@ def whole_cycles(records: Sequence[StepRecord]) -> tuple[float, int]:
     return records[last].start - records[first].start, sum(r.samples for r in records[first:last])
 
 
-def summarize(records: Sequence[StepRecord]) -> TimingSummary:
+def summarize(records: Sequence[StepRecord], num_workers: int | None = None) -> TimingSummary:
     """Summarise a timed window: from the first step's start to the last step's end.
 
     The rate (``time_per_sample_ms``, ``samples_per_s``) is taken over the window's whole
-    arrival cycles (:func:`whole_cycles`); the other figures over the whole window.
+    arrival cycles (:func:`whole_cycles`) when batches can arrive in bursts (two workers or
+    more, or ``num_workers`` unknown); the other figures over the whole window.
     """
     if not records:
         raise ValueError("no timed steps to summarise")
     window = records[-1].end - records[0].start
     samples = sum(r.samples for r in records)
-    cycle_s, cycle_samples = whole_cycles(records)
+    if num_workers is not None and num_workers < 2:
+        cycle_s, cycle_samples = window, samples  # one producer: no bursts to align to
+    else:
+        cycle_s, cycle_samples = whole_cycles(records)
     step_ms = np.array([r.step_s for r in records]) * 1000.0
     wait_ms = np.array([r.wait_s for r in records]) * 1000.0
     return TimingSummary(

@@ -203,7 +203,7 @@ def _run_on_storage(
     cpu_mean = 100.0 * cpu_window / (window_end - window_start)
     peak = max((s.memory_bytes for s in monitor.samples), default=0)
     return TrialResult(
-        summary=summarize(timer.records),
+        summary=summarize(timer.records, effective.num_workers),
         steps=timer.records,
         resources=monitor.samples,
         first_batch_s=first_batch_s,

@@ -579,7 +579,9 @@ class SweepEngine:
         def on_progress(steps: list[Any]) -> bool:
             if trial is None:
                 return False
-            trial.report(summarize(steps).time_per_sample_ms, step=len(steps))
+            trial.report(
+                summarize(steps, config.loader.num_workers).time_per_sample_ms, step=len(steps)
+            )
             return trial.should_prune()
 
         limits = Limits(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,3 +30,16 @@ def compose_run_config(overrides: Sequence[str]) -> Any:
             ],
         )
     return to_run_config(cfg)
+
+
+def multirun(out: Path, args: Sequence[str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``loadertune -m paths.output_root=<out> <args>`` run in ``out``, and its wall time (s)."""
+    script = str(Path(sys.executable).with_name("loadertune"))
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [script, "-m", f"paths.output_root={out}", *args],
+        capture_output=True,
+        text=True,
+        cwd=out,
+    )
+    return proc, time.perf_counter() - start

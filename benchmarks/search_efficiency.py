@@ -28,14 +28,12 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import compose_run_config
+from _common import compose_run_config, multirun
 
 SCENARIOS: dict[str, list[str]] = {
     # The default workload: the small CNN trains on the CPU and uses both cores; workers
@@ -77,25 +75,12 @@ def run(out: Path, name: str, args: list[str]) -> float:
     done = out / f"{name}.seconds"
     if done.exists():
         return float(done.read_text())
-    script = str(Path(sys.executable).with_name("loadertune"))
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [
-            script,
-            "-m",
-            f"paths.output_root={out}",
-            f"hydra.sweeper.study_name={name}",
-            f"hydra.sweep.dir={out / name}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=out,
+    proc, elapsed = multirun(
+        out, [f"hydra.sweeper.study_name={name}", f"hydra.sweep.dir={out / name}", *args]
     )
     if proc.returncode:
         sys.exit(f"{name} failed:\n{proc.stderr[-3000:]}")
     (out / f"{name}.log").write_text(proc.stdout)
-    elapsed = time.perf_counter() - start
     done.write_text(f"{elapsed:.1f}")
     return elapsed
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _common import multirun
 
 
 def main() -> None:
@@ -26,21 +26,7 @@ def main() -> None:
         out, wall, overrides = Path(overrides[1]), float("nan"), []
     else:
         out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
-        script = str(Path(sys.executable).with_name("loadertune"))
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [
-                script,
-                "-m",
-                f"paths.output_root={out}",
-                "hydra.sweeper.study_name=bench",
-                *overrides,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=out,
-        )
-        wall = time.perf_counter() - start
+        proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *overrides])
         if proc.returncode:
             sys.exit(proc.stderr)
     import optuna

@@ -109,14 +109,16 @@ def test_steps_beyond_the_dataset_read_it_again_in_one_stream(compose: Compose) 
 def test_stream_is_whole_shuffled_passes() -> None:
     import torch
 
-    from loadertune.trial import _Stream
+    from loadertune.trial import stream_sampler
 
-    stream = _Stream(5, 12, shuffle=True, generator=torch.Generator().manual_seed(0))
+    stream = stream_sampler(5, 12, shuffle=True, generator=torch.Generator().manual_seed(0))
     order = list(stream)
     assert len(order) == len(stream) == 12
     assert sorted(order[:5]) == sorted(order[5:10]) == list(range(5))
     assert order[:5] != order[5:10]  # each pass is shuffled anew
-    assert list(_Stream(3, 7, shuffle=False, generator=None)) == [0, 1, 2, 0, 1, 2, 0]
+    in_order = stream_sampler(3, 7, shuffle=False, generator=None)
+    assert list(in_order) == [0, 1, 2, 0, 1, 2, 0]
+    assert len(in_order) == 7
 
 
 def test_custom_dataset_class_outside_the_package(compose: Compose, fixtures_on_path: Path) -> None:

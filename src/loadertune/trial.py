@@ -45,54 +45,54 @@ def resolve_device(name: str) -> str:
     return name
 
 
+def look_ahead(num_workers: int, prefetch_factor: int | None) -> int:
+    """Batches a DataLoader keeps in flight: ``num_workers x prefetch_factor`` (default 2)."""
+    return num_workers * (prefetch_factor or 2) if num_workers else 0
+
+
 def warmup_steps(asked: int, num_workers: int, prefetch_factor: int | None = None) -> int:
     """Untimed steps after the first batch: ``asked``, but at least the loader's look-ahead.
 
-    With workers, a DataLoader keeps ``num_workers x prefetch_factor`` batches in flight.
-    Timing must start once that pipeline is in its steady state: the workers' first batches
-    arrive together (a burst that took one worker's load time), and while the queue fills
-    the workers load at full speed. Timing from inside either phase counts batches loaded
-    before the window began, or slows the step with loading it will not pay for later; both
-    bias the figure by setting (a 20% overstatement for 16 workers on a slow device, over a
-    40-step window). So the look-ahead is consumed first, whatever ``trial.warmup_steps`` says.
+    With workers, a DataLoader keeps :func:`look_ahead` batches in flight. Timing must start
+    once that pipeline is in its steady state: the workers' first batches arrive together (a
+    burst that took one worker's load time), and while the queue fills the workers load at
+    full speed. Timing from inside either phase counts batches loaded before the window
+    began, or slows the step with loading it will not pay for later; both bias the figure by
+    setting (a 20% overstatement for 16 workers on a slow device, over a 40-step window). So
+    the look-ahead is consumed first, whatever ``trial.warmup_steps`` says.
     """
-    if num_workers == 0:
-        return asked
-    return max(asked, num_workers * (prefetch_factor or 2))
+    return max(asked, look_ahead(num_workers, prefetch_factor))
 
 
-class _Stream:
-    """Sample indices for a trial: passes over the dataset, one after another, as one epoch.
+def stream_sampler(size: int, length: int, shuffle: bool, generator: Any) -> Any:
+    """Sample indices for a trial: ``length`` of them from passes over the dataset, as one epoch.
 
     A DataLoader's workers stop loading when its epoch has no batches left to hand out, so
     near an epoch's end the step no longer shares the CPUs with loading, and a timed window
     there (or a small dataset's whole epoch, loaded ahead during warm-up) flatters settings
-    with a deep look-ahead. Drawing ``length`` indices from back-to-back passes (each shuffled
-    with ``generator`` when ``shuffle``) keeps every timed step in the steady state. Worker
-    start-up, which a real epoch pays again unless ``persistent_workers``, is ``first_batch_s``.
+    with a deep look-ahead. Back-to-back passes (each shuffled anew when ``shuffle``:
+    PyTorch's ``RandomSampler`` with ``num_samples`` beyond the dataset) keep every timed
+    step in the steady state. Worker start-up, which a real epoch pays again unless
+    ``persistent_workers``, is ``first_batch_s``.
     """
+    if shuffle:
+        from torch.utils.data import RandomSampler
 
-    def __init__(self, size: int, length: int, shuffle: bool, generator: Any) -> None:
-        self.size, self.length, self.shuffle, self.generator = size, length, shuffle, generator
+        return RandomSampler(range(size), num_samples=length, generator=generator)
+    return _InOrder(size, length)
+
+
+class _InOrder:
+    """``length`` indices of unshuffled passes over a dataset of ``size``: 0, 1, ... 0, 1 ..."""
+
+    def __init__(self, size: int, length: int) -> None:
+        self.size, self.length = size, length
 
     def __len__(self) -> int:
         return self.length
 
     def __iter__(self) -> Iterator[int]:
-        import torch
-
-        emitted = 0
-        while emitted < self.length:
-            order = (
-                torch.randperm(self.size, generator=self.generator).tolist()
-                if self.shuffle
-                else range(self.size)
-            )
-            for index in order:
-                if emitted >= self.length:
-                    return
-                yield index
-                emitted += 1
+        return (i % self.size for i in range(self.length))
 
 
 def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialResult:
@@ -101,7 +101,7 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     The first batch (worker start-up) is always outside the timed window and is reported as
     ``first_batch_s``; ``trial.warmup_steps`` further steps (at least the loader's look-ahead,
     see :func:`warmup_steps`) follow before timing starts. Indices come from back-to-back
-    passes over the dataset (:class:`_Stream`), so the window never meets an epoch's end.
+    passes over the dataset (:func:`stream_sampler`), so the window never meets an epoch's end.
     The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
     a simulated device) and cleaned up after, however the trial ends.
 
@@ -151,9 +151,9 @@ def _run_on_storage(
     store.before_loading()
 
     warmup = warmup_steps(tc.warmup_steps, effective.num_workers, effective.prefetch_factor)
-    look_ahead = effective.num_workers * (effective.prefetch_factor or 2)
-    batches = 1 + warmup + tc.steps + look_ahead + 1
-    stream = _Stream(
+    ahead = look_ahead(effective.num_workers, effective.prefetch_factor)
+    batches = 1 + warmup + tc.steps + ahead + 1  # never runs dry inside the window
+    stream = stream_sampler(
         len(dataset),
         batches * (effective.batch_size or 1),
         effective.shuffle,

@@ -410,7 +410,9 @@ class SweepEngine:
                 study.set_user_attr(
                     RANGE_ATTR, {"key": wkey, "written": written, "searched": new_high}
                 )
-                view.note(self._restore_range(study, plan) or "")
+                message = self._restore_range(study, plan)
+                if message:
+                    view.note(message)
         params = _baselines.params_for(plan.space, _baselines.nearest(plan.space[wkey], g.workers))
         if params is not None:
             study.enqueue_trial(params, user_attrs={_baselines.BASELINE: "model_guess"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import statistics
 import tempfile
 import time
 import warnings
@@ -204,8 +205,6 @@ class SweepRecorder:
             return
         c = rec.chosen
         if c.samples_per_s:
-            import statistics
-
             rate = statistics.median(c.samples_per_s)
             self.client.log_metric(self.parent_id, "verdict_samples_per_s", rate)
         if guess:

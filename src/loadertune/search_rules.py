@@ -15,18 +15,24 @@ from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
+from loadertune import torch_rules
 from loadertune.config import RunConfig
 
-NEEDS_WORKERS = frozenset(
-    {"loader.prefetch_factor", "loader.persistent_workers", "loader.multiprocessing_context"}
-)
+NEEDS_WORKERS = frozenset(f"loader.{name}" for name in torch_rules.NEEDS_WORKERS)
 NEEDS_ACCELERATOR = frozenset({"loader.pin_memory", "loader.non_blocking"})
-DEFAULT_PREFETCH_FACTOR = 2  # PyTorch's value when prefetch_factor is None and workers > 0
 
 
 def plain_key(key: str) -> str:
     """``+loader.x`` / ``++loader.x`` -> ``loader.x``."""
     return key.lstrip("+")
+
+
+def workers_of(values: Mapping[str, Any], default: int | None = None) -> int | None:
+    """``loader.num_workers`` from a trial's params or overrides (keys may carry ``+``)."""
+    for key, value in values.items():
+        if plain_key(key) == "loader.num_workers":
+            return int(value)
+    return default
 
 
 def applies(key: str, num_workers: int, accelerator: bool) -> bool:
@@ -52,7 +58,7 @@ def effective_key(config: RunConfig, accelerator: bool) -> str:
             loader, prefetch_factor=None, persistent_workers=False, multiprocessing_context=None
         )
     elif loader.prefetch_factor is None:
-        loader = replace(loader, prefetch_factor=DEFAULT_PREFETCH_FACTOR)
+        loader = replace(loader, prefetch_factor=torch_rules.DEFAULT_PREFETCH_FACTOR)
     if not accelerator:
         loader = replace(loader, pin_memory=False, non_blocking=False)
     measured: Mapping[str, Any] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 class ConfigError(ValueError):
     """A config value that cannot work, named by its full key, with the fix.
 
-    The message reads like ``loader.prefetch_factor=4 needs loader.num_workers > 0: ...``
+    The message reads like ``loader.prefetch_factor=4: needs loader.num_workers > 0. Fix: ...``
     so the command line can print it as one line and exit non-zero before any worker starts.
     """
 

@@ -12,12 +12,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from loadertune import torch_rules
 from loadertune.config import LoaderConfig
 from loadertune.validation import validate_loader
 
 if TYPE_CHECKING:
     import torch
     from torch.utils.data import DataLoader, Dataset
+
+ALWAYS = ("batch_size", "num_workers", "pin_memory", "shuffle", "drop_last")
+"""``DataLoader`` arguments passed with or without workers (``non_blocking`` is for the copy)."""
 
 
 def loader_config(cfg: LoaderConfig | Mapping[str, Any]) -> LoaderConfig:
@@ -50,19 +54,14 @@ def effective_settings(
 
 def dataloader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
     """Keyword arguments for ``DataLoader``, leaving out what PyTorch forbids without workers."""
-    kwargs: dict[str, Any] = {
-        "batch_size": loader.batch_size,
-        "num_workers": loader.num_workers,
-        "pin_memory": loader.pin_memory,
-        "shuffle": loader.shuffle,
-        "drop_last": loader.drop_last,
-    }
+    settings = dataclasses.asdict(loader)
+    kwargs = {key: settings[key] for key in ALWAYS}
     if loader.num_workers > 0:
-        kwargs["persistent_workers"] = loader.persistent_workers
-        if loader.prefetch_factor is not None:
-            kwargs["prefetch_factor"] = loader.prefetch_factor
-        if loader.multiprocessing_context is not None:
-            kwargs["multiprocessing_context"] = loader.multiprocessing_context
+        kwargs |= {
+            key: value
+            for key, value in settings.items()
+            if torch_rules.needs_workers(key) and value is not None
+        }
     return kwargs
 
 

@@ -13,6 +13,7 @@ import resource
 import shutil
 from typing import Any
 
+from loadertune import torch_rules
 from loadertune.config import LoaderConfig
 from loadertune.failures import InfeasibleSetting
 
@@ -48,7 +49,7 @@ def check(loader: LoaderConfig, sample: Any) -> dict[str, float]:
     """Raise :class:`InfeasibleSetting` if the settings cannot fit; return the estimates."""
     if loader.num_workers == 0:
         return {}
-    in_flight = (loader.prefetch_factor or 2) * loader.num_workers
+    in_flight = torch_rules.in_flight(loader.num_workers, loader.prefetch_factor)
     batch = sample_bytes(sample) * int(loader.batch_size or 1)
     need = batch * in_flight
     estimates = {"shm_needed_mb": need / 2**20}

@@ -7,12 +7,11 @@ accelerator). Checking here means a bad value costs nothing and leaves nothing h
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import multiprocessing
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from loadertune import torch_rules
 from loadertune.config import (
     START_METHODS,
     CustomDatasetConfig,
@@ -22,6 +21,7 @@ from loadertune.config import (
     TrialConfig,
 )
 from loadertune.errors import ConfigError
+from loadertune.imports import import_target
 
 
 def validate_loader(loader: LoaderConfig, prefix: str = "loader") -> None:
@@ -40,45 +40,39 @@ def validate_loader(loader: LoaderConfig, prefix: str = "loader") -> None:
             f"e.g. {prefix}.num_workers=2",
         )
     pf = loader.prefetch_factor
-    if pf is not None:
-        if isinstance(pf, bool) or not isinstance(pf, int) or pf < 1:
-            raise ConfigError(
-                f"{prefix}.prefetch_factor",
-                pf,
-                "must be an integer >= 1 (batches loaded in advance per worker)",
-                f"e.g. {prefix}.prefetch_factor=2, or null for PyTorch's default",
-            )
-        if nw == 0:
-            raise ConfigError(
-                f"{prefix}.prefetch_factor",
-                pf,
-                f"needs {prefix}.num_workers > 0",
-                f"set {prefix}.prefetch_factor=null or raise {prefix}.num_workers",
-            )
-    if loader.persistent_workers and nw == 0:
+    if pf is not None and (isinstance(pf, bool) or not isinstance(pf, int) or pf < 1):
         raise ConfigError(
-            f"{prefix}.persistent_workers",
-            True,
-            f"needs {prefix}.num_workers > 0",
-            f"set {prefix}.persistent_workers=false or raise {prefix}.num_workers",
+            f"{prefix}.prefetch_factor",
+            pf,
+            "must be an integer >= 1 (batches loaded in advance per worker)",
+            f"e.g. {prefix}.prefetch_factor=2, or null for PyTorch's default",
         )
     ctx = loader.multiprocessing_context
-    if ctx is not None:
-        available = [m for m in START_METHODS if m in multiprocessing.get_all_start_methods()]
-        if ctx not in available:
-            raise ConfigError(
-                f"{prefix}.multiprocessing_context",
-                ctx,
-                "is not a start method this platform offers",
-                f"use one of {', '.join(available)}, or null for the platform default",
-            )
-        if nw == 0:
-            raise ConfigError(
-                f"{prefix}.multiprocessing_context",
-                ctx,
-                f"needs {prefix}.num_workers > 0",
-                f"set {prefix}.multiprocessing_context=null or raise {prefix}.num_workers",
-            )
+    available = [m for m in START_METHODS if m in multiprocessing.get_all_start_methods()]
+    if ctx is not None and ctx not in available:
+        raise ConfigError(
+            f"{prefix}.multiprocessing_context",
+            ctx,
+            "is not a start method this platform offers",
+            f"use one of {', '.join(available)}, or null for the platform default",
+        )
+    if nw == 0:
+        _refuse_what_needs_workers(loader, prefix)
+
+
+def _refuse_what_needs_workers(loader: LoaderConfig, prefix: str) -> None:
+    """Raise for the first setting that PyTorch accepts only with ``num_workers > 0``."""
+    for field in dataclasses.fields(loader):
+        value = getattr(loader, field.name)
+        if not torch_rules.needs_workers(field.name) or value is None or value is False:
+            continue
+        unset = "false" if isinstance(value, bool) else "null"
+        raise ConfigError(
+            f"{prefix}.{field.name}",
+            value,
+            f"needs {prefix}.num_workers > 0",
+            f"set {prefix}.{field.name}={unset} or raise {prefix}.num_workers",
+        )
 
 
 def validate_trial(trial: TrialConfig) -> None:
@@ -126,33 +120,6 @@ def validate_dataset(config: RunConfig) -> None:
             )
     elif isinstance(ds, CustomDatasetConfig):
         import_target(ds.target)
-
-
-def import_target(path: str) -> Callable[..., Any]:
-    """Import ``pkg.module.Class`` named by ``dataset._target_``, or say why it cannot be."""
-    module_name, _, attr = path.rpartition(".")
-    if not module_name:
-        raise ConfigError(
-            "dataset._target_", path, "is not a dotted path", "write it as my_pkg.module.MyDataset"
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            "dataset._target_",
-            path,
-            f"cannot be imported ({exc})",
-            "install the package or add its folder to PYTHONPATH",
-        ) from None
-    target = getattr(module, attr, None)
-    if not callable(target):
-        raise ConfigError(
-            "dataset._target_",
-            path,
-            f"module {module_name} has no class {attr}",
-            "check the class name",
-        )
-    return target  # type: ignore[no-any-return]
 
 
 def validate_workload(config: RunConfig) -> None:

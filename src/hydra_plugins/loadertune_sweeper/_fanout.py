@@ -35,7 +35,7 @@ _KEY = "hydra.sweeper"
 
 
 class ScaleOut(Protocol):
-    """The ``hydra.sweeper`` settings this module reads (``_impl.SweepSettings`` has them)."""
+    """The ``hydra.sweeper`` settings this module reads (``config.SweepSettings`` has them)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]
     count_trials: str
@@ -57,6 +57,17 @@ def wanted(settings: ScaleOut, config: DictConfig | None) -> bool:
 
 def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
     """Raise :class:`ConfigError` for scale-out settings that cannot work, naming the key."""
+    _check_values(s)
+    if s.workers == 1 or config is None:
+        return
+    target = launcher_target(config)
+    _check_launcher(s, target)
+    if not target.endswith(SAME_HOST):
+        _check_shared_stores(s, config)
+
+
+def _check_values(s: ScaleOut) -> None:
+    """``count_trials`` and ``workers`` each make sense on their own."""
     if s.count_trials not in ("invocation", "study"):
         raise ConfigError(
             f"{_KEY}.count_trials",
@@ -69,9 +80,10 @@ def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
         raise ConfigError(
             f"{_KEY}.workers", s.workers, "must be an integer >= 1", "e.g. hydra.sweeper.workers=4"
         )
-    if s.workers == 1 or config is None:
-        return
-    target = launcher_target(config)
+
+
+def _check_launcher(s: ScaleOut, target: str) -> None:
+    """Several workers need a shared trial count and a launcher that starts them at once."""
     if s.count_trials != "study":
         raise ConfigError(
             f"{_KEY}.workers",
@@ -89,8 +101,7 @@ def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
             "add hydra/launcher=loadertune_slurm (SLURM), or hydra/launcher=submitit_local to "
             "try the fan-out on this host",
         )
-    same_host = target.endswith(SAME_HOST)
-    if same_host and not s.allow_parallel_trials:
+    if target.endswith(SAME_HOST) and not s.allow_parallel_trials:
         raise ConfigError(
             f"{_KEY}.workers",
             s.workers,
@@ -99,7 +110,11 @@ def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
             "use hydra/launcher=loadertune_slurm for separate nodes, or set "
             "hydra.sweeper.allow_parallel_trials=true to insist (tests, demos)",
         )
-    if not same_host and (s.storage is None or str(s.storage).startswith("sqlite")):
+
+
+def _check_shared_stores(s: ScaleOut, config: DictConfig) -> None:
+    """Workers on several hosts need an Optuna and an MLflow store they can all reach safely."""
+    if s.storage is None or str(s.storage).startswith("sqlite"):
         raise ConfigError(
             f"{_KEY}.storage",
             s.storage,
@@ -108,7 +123,7 @@ def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
             "use a database server: hydra.sweeper.storage=postgresql://user:password@host/db",
         )
     tracking = _tracking_uri(config)
-    if not same_host and tracking is not None and tracking.startswith("sqlite"):
+    if tracking is not None and tracking.startswith("sqlite"):
         raise ConfigError(
             "tracking.tracking_uri",
             tracking,
@@ -205,7 +220,8 @@ class SweepWorker:
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from ._impl import SweepEngine, SweepSettings
+        from ._impl import SweepEngine
+        from .config import SweepSettings
 
         job_dir = str(HydraConfig.get().runtime.output_dir)
         config = copy.deepcopy(self.config)

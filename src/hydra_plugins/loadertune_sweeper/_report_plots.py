@@ -1,85 +1,169 @@
 """The verdict's figure: what each number of workers costs and gives, baselines marked.
 
 Four panels over ``num_workers``, one point per measured trial: time per sample (the
-verdict's re-measurements as medians with their range, baselines labelled, the model-based
-prediction as a cross), the share of time spent waiting for data, peak memory, and CPU.
+verdict's re-measurements as medians with their range, one colour per candidate, the
+model-based prediction as a cross), the share of time spent waiting for data, peak memory,
+and CPU. The recommended setting is ringed, with a dashed line at its workers through all
+four panels. Names go in one legend below the panels, never on the data.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.search_rules import plain_key
+from loadertune.search_rules import workers_of
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def _workers(t: optuna.trial.FrozenTrial) -> int:
-    return int(next((v for k, v in t.params.items() if plain_key(k) == "loader.num_workers"), 0))
+    from ._verdict import Candidate
+
+PANELS = (
+    ("data_wait_fraction", "share of time waiting for data", "share of step time"),
+    ("peak_memory_mb", "peak memory, PSS of main + workers", "MB"),
+    ("cpu_percent_mean", "CPU", "% of one core"),
+)
+RECOMMENDED_COLOR = "black"
+RECOMMENDED: dict[str, Any] = {"color": RECOMMENDED_COLOR, "linestyle": "--", "linewidth": 1.5}
 
 
 def verdict_figure(
-    study: optuna.Study, cands: list[Any], guess: dict[str, Any] | None, out: Path
+    study: optuna.Study,
+    cands: list[Candidate],
+    guess: dict[str, Any] | None,
+    out: Path,
+    recommended: Candidate | None = None,
 ) -> Path:
-    """Draw the four panels into ``out`` (PNG) and return it."""
+    """Draw the four panels into ``out`` (PNG) and return it.
+
+    ``recommended`` is the verdict's chosen candidate; when not given it is worked out from
+    ``cands`` as the verdict does.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    trials = [
+    with plt.rc_context(
+        {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 10}
+    ):
+        fig = draw_verdict(study, cands, guess, recommended)
+        fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def draw_verdict(
+    study: optuna.Study,
+    cands: list[Candidate],
+    guess: dict[str, Any] | None,
+    recommended: Candidate | None = None,
+) -> Figure:
+    """The verdict's figure, not yet saved (see :func:`verdict_figure`)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    trials = _measured(study)
+    chosen = recommended if recommended is not None else _recommended(cands)
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9), layout="constrained")
+    _time_panel(axes[0][0], trials, cands, guess)
+    for ax, (attr, title, unit) in zip(axes.flat[1:], PANELS, strict=True):
+        _attr_panel(ax, trials, attr, title, unit)
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if chosen is not None:
+            ax.axvline(chosen.workers, **RECOMMENDED)
+    if chosen is not None:
+        _mark_recommended(axes[0][0], chosen)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2)
+    fig.suptitle(f"study {study.study_name}", fontsize=12)
+    return fig
+
+
+def _measured(study: optuna.Study) -> list[FrozenTrial]:
+    """Completed trials that measured something themselves (repeats left out)."""
+    return [
         t
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if t.user_attrs.get("repeat_of") is None and t.value is not None
     ]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    (ax_t, ax_w), (ax_m, ax_c) = axes
-    x = [_workers(t) for t in trials]
-    ax_t.scatter(x, [t.value for t in trials], s=18, color="0.6", label="trials")
+
+
+def _workers(trial: FrozenTrial) -> int:
+    return workers_of(trial.params, 0) or 0
+
+
+def _recommended(cands: list[Candidate]) -> Candidate | None:
+    """The candidate the verdict recommends, or None when none was measured again."""
+    from ._verdict import recommend
+
+    measured = [c for c in cands if c.values]
+    return recommend(measured).chosen if measured else None
+
+
+def _time_panel(
+    ax: Axes, trials: list[FrozenTrial], cands: list[Candidate], guess: dict[str, Any] | None
+) -> None:
+    """Time per sample: every trial, the verdict's repeats, the model-based prediction."""
+    ax.scatter(
+        [_workers(t) for t in trials],
+        [t.value or 0.0 for t in trials],
+        s=20,
+        color="0.65",
+        label="trial",
+    )
     for c in cands:
         if not c.values:
             continue
         low, high = min(c.values), max(c.values)
-        ax_t.errorbar(
-            [c.workers], [c.median], yerr=[[c.median - low], [high - c.median]], fmt="o", capsize=4
-        )
-        ax_t.annotate(
-            c.name, (c.workers, c.median), fontsize=7, xytext=(4, 4), textcoords="offset points"
+        ax.errorbar(
+            [c.workers],
+            [c.median],
+            yerr=[[c.median - low], [high - c.median]],
+            fmt="o",
+            markersize=7,
+            capsize=5,
+            label=c.name,
         )
     if guess:
-        ax_t.scatter(
+        ax.scatter(
             [guess["workers"]],
             [guess["time_per_sample_ms"]],
             marker="x",
-            s=70,
-            color="black",
+            s=90,
+            linewidths=2,
+            color="tab:gray",
             label="model-based prediction",
         )
-    ax_t.set(
+    ax.set(
         xlabel="num_workers",
-        ylabel="time per sample (ms), lower is better",
+        ylabel="ms per sample (lower is better)",
         title="time per sample (verdict: median and range of repeats)",
     )
-    ax_t.legend(fontsize=8)
-    panels = (
-        (ax_w, "data_wait_fraction", "share of time waiting for data"),
-        (ax_m, "peak_memory_mb", "peak memory, PSS of main + workers (MB)"),
-        (ax_c, "cpu_percent_mean", "CPU, % of one core"),
-    )
-    for ax, attr, title in panels:
-        points = [
-            (w, t.user_attrs[attr]) for w, t in zip(x, trials, strict=True) if attr in t.user_attrs
-        ]
-        ax.scatter([p[0] for p in points], [p[1] for p in points], s=18)
-        ax.set(xlabel="num_workers", title=title)
-    from matplotlib.ticker import MaxNLocator
 
-    for ax in axes.flat:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(f"study {study.study_name}")
-    fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
+
+def _mark_recommended(ax: Axes, chosen: Candidate) -> None:
+    """Ring the recommended setting's median; its line runs through every panel."""
+    ax.scatter(
+        [chosen.workers],
+        [chosen.median],
+        s=400,
+        facecolors="none",
+        edgecolors=RECOMMENDED_COLOR,
+        linewidths=2,
+        label=f"recommended: num_workers={chosen.workers}",
+    )
+
+
+def _attr_panel(ax: Axes, trials: list[FrozenTrial], attr: str, title: str, unit: str) -> None:
+    """One recorded figure of each trial against its workers."""
+    points = [(_workers(t), t.user_attrs[attr]) for t in trials if attr in t.user_attrs]
+    ax.scatter([w for w, _ in points], [v for _, v in points], s=20, color="tab:blue")
+    ax.set(xlabel="num_workers", ylabel=unit, title=title)

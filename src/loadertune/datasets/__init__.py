@@ -55,7 +55,7 @@ def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> A
         path = resolve_path(ds.path) if ds.path else ensure_tokens(ds, cache)
         return TokenDataset(store.place(path), ds.seq_len, ds.vocab_size, store.reader)
     if isinstance(ds, CustomDatasetConfig):
-        from loadertune.validation import import_target
+        from loadertune.imports import import_target
 
         return import_target(ds.target)(**ds.kwargs)
     raise TypeError(f"unknown dataset config {type(ds).__name__}")

@@ -220,8 +220,7 @@ class SweepWorker:
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from ._impl import SweepEngine
-        from .config import SweepSettings
+        from ._impl import SweepEngine, SweepSettings
 
         job_dir = str(HydraConfig.get().runtime.output_dir)
         config = copy.deepcopy(self.config)

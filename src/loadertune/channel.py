@@ -9,10 +9,33 @@ the final result. Outside a sweep there is no channel and the task records the r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from multiprocessing.connection import Connection
 from typing import Any
 
 _current: TrialChannel | None = None
+
+
+class MessageKind(str, Enum):
+    """What a message from the trial carries; equal to its plain string (``"step"``)."""
+
+    STEP = "step"  # payload: (StepRecord, timed)
+    RESULT = "result"  # payload: TrialResult
+    ERROR = "error"  # payload: (reason, traceback tail)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TrialStatus(str, Enum):
+    """How a trial's process ended, as the sweep sees it; equal to its plain string."""
+
+    COMPLETE = "complete"  # the result arrived
+    PRUNED = "pruned"  # the pruner stopped it
+    FAILED = "failed"  # anything else: the reason says what
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -21,9 +44,9 @@ class TrialChannel:
 
     conn: Connection
 
-    def send(self, kind: str, payload: Any) -> None:
-        """Send one message: ``("step", (record, timed))``, ``("result", TrialResult)`` ..."""
-        self.conn.send((kind, payload))
+    def send(self, kind: MessageKind | str, payload: Any) -> None:
+        """Send one message: ``(MessageKind.STEP, (record, timed))``, ``(RESULT, result)`` ..."""
+        self.conn.send((MessageKind(kind), payload))
 
 
 def current() -> TrialChannel | None:

@@ -21,7 +21,7 @@ A label answers "why is this setting as fast as it is, and what would help":
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,24 @@ COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the li
 MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
 STORAGE_BUSY = 0.90  # share of the window a device's slots or channel were busy: saturated
 
+MEMORY_LIMITED = "memory-limited"
+COPY_BOUND = "copy-bound"
+COMPUTE_BOUND = "compute-bound"
+LOADING_IN_PROCESS = "loading in the training process"
+STORAGE_BOUND = "storage-bound"
+CPU_BOUND_LOADING = "cpu-bound loading"
+IO_BOUND = "io-bound"
+LABELS = (
+    MEMORY_LIMITED,
+    COPY_BOUND,
+    COMPUTE_BOUND,
+    LOADING_IN_PROCESS,
+    STORAGE_BOUND,
+    CPU_BOUND_LOADING,
+    IO_BOUND,
+)
+"""Every label :func:`diagnose` gives, in the order its rules are tried."""
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -39,6 +57,21 @@ class Diagnosis:
     label: str
     sentence: str
     evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """The figures the rules read, with the shares they compare against thresholds."""
+
+    num_workers: int
+    data_wait_fraction: float
+    cpu_share: float
+    usable_cpus: int
+    copy_share: float
+    peak_memory_mb: float
+    memory_budget_mb: float | None
+    slots: float | None  # a throttled device's read slots in use, share of the window
+    channel: float | None  # its bandwidth in use, share of the window
 
 
 def diagnose(
@@ -59,86 +92,140 @@ def diagnose(
     a throttled device's ``storage_busy_fraction`` and ``storage_bandwidth_fraction`` tell a
     saturated device from one with room for more reads in flight.
     """
-    cpu_share = cpu_percent_mean / (100.0 * max(usable_cpus, 1))
-    copy_share = copy_ms_mean / step_time_ms_p50 if step_time_ms_p50 > 0 else 0.0
-    evidence: dict[str, Any] = {
-        "data_wait_fraction": round(data_wait_fraction, 3),
-        "cpu_share_of_usable": round(cpu_share, 3),
-        "usable_cpus": usable_cpus,
-        "copy_share_of_step": round(copy_share, 3),
-        "peak_memory_mb": round(peak_memory_mb, 1),
-        "num_workers": num_workers,
-    }
     storage = storage or {}
+    f = _Figures(
+        num_workers=num_workers,
+        data_wait_fraction=data_wait_fraction,
+        cpu_share=cpu_percent_mean / (100.0 * max(usable_cpus, 1)),
+        usable_cpus=usable_cpus,
+        copy_share=copy_ms_mean / step_time_ms_p50 if step_time_ms_p50 > 0 else 0.0,
+        peak_memory_mb=peak_memory_mb,
+        memory_budget_mb=memory_budget_mb,
+        slots=storage.get("storage_busy_fraction"),
+        channel=storage.get("storage_bandwidth_fraction"),
+    )
+    evidence = _evidence(f, storage)
+    for rule in _RULES:
+        found = rule(f)
+        if found is not None:
+            return Diagnosis(found[0], found[1], evidence)
+    return Diagnosis(*_io_bound(f), evidence)
+
+
+def _evidence(f: _Figures, storage: Mapping[str, float]) -> dict[str, Any]:
+    """The figures behind a label, rounded for a person to read."""
+    evidence: dict[str, Any] = {
+        "data_wait_fraction": round(f.data_wait_fraction, 3),
+        "cpu_share_of_usable": round(f.cpu_share, 3),
+        "usable_cpus": f.usable_cpus,
+        "copy_share_of_step": round(f.copy_share, 3),
+        "peak_memory_mb": round(f.peak_memory_mb, 1),
+        "num_workers": f.num_workers,
+    }
     for key in ("storage_read_mb_per_s", "storage_busy_fraction", "storage_bandwidth_fraction"):
         if key in storage:
             evidence[key] = round(storage[key], 3)
-    slots = storage.get("storage_busy_fraction")
-    channel = storage.get("storage_bandwidth_fraction")
-    if memory_budget_mb:
-        evidence["memory_share_of_budget"] = round(peak_memory_mb / memory_budget_mb, 3)
-        if peak_memory_mb >= MEMORY_HIGH * memory_budget_mb:
-            return Diagnosis(
-                "memory-limited",
-                f"memory is the limit: the loader used {peak_memory_mb:.0f} MB of a "
-                f"{memory_budget_mb:.0f} MB budget; fewer workers, a lower prefetch_factor or "
-                "smaller batches free memory.",
-                evidence,
-            )
-    if copy_share >= COPY_HIGH:
-        return Diagnosis(
-            "copy-bound",
-            f"the host-to-device copy takes {copy_share:.0%} of a step; pin_memory with "
-            "non-blocking copies, or uint8 batches normalised on the device, would help.",
-            evidence,
-        )
-    if data_wait_fraction < WAIT_LOW:
-        return Diagnosis(
-            "compute-bound",
-            f"the model step is the limit (waiting for data is {data_wait_fraction:.0%} of the "
-            "time); more workers cannot make it faster.",
-            evidence,
-        )
-    if num_workers == 0:
-        return Diagnosis(
-            "loading in the training process",
-            f"loading runs in the training process and the step waits {data_wait_fraction:.0%} "
-            "of the time; DataLoader workers would overlap loading with the step.",
-            evidence,
-        )
-    if slots is not None and channel is not None and max(slots, channel) >= STORAGE_BUSY:
-        what = (
-            f"its bandwidth is in use {channel:.0%} of the time"
-            if channel >= slots
-            else f"its read slots are busy {slots:.0%} of the time"
-        )
-        return Diagnosis(
-            "storage-bound",
-            f"the storage is saturated ({what}) and the step waits {data_wait_fraction:.0%} "
-            "of the time; more workers only queue for it: faster storage, caching or a RAM "
-            "copy would help.",
-            evidence,
-        )
-    if cpu_share >= CPU_BUSY:
-        return Diagnosis(
-            "cpu-bound loading",
-            f"decoding keeps {cpu_share:.0%} of the {usable_cpus} usable CPUs busy while the "
-            f"step waits {data_wait_fraction:.0%} of the time; more workers cannot help, "
-            "cheaper decoding, caching decoded samples or uint8 batches can.",
-            evidence,
-        )
+    if f.memory_budget_mb:
+        evidence["memory_share_of_budget"] = round(f.peak_memory_mb / f.memory_budget_mb, 3)
+    return evidence
+
+
+_Found = tuple[str, str] | None  # (label, sentence) when a rule applies
+
+
+def _memory_limited(f: _Figures) -> _Found:
+    budget = f.memory_budget_mb
+    if not budget or f.peak_memory_mb < MEMORY_HIGH * budget:
+        return None
+    return (
+        MEMORY_LIMITED,
+        f"memory is the limit: the loader used {f.peak_memory_mb:.0f} MB of a "
+        f"{budget:.0f} MB budget; fewer workers, a lower prefetch_factor or "
+        "smaller batches free memory.",
+    )
+
+
+def _copy_bound(f: _Figures) -> _Found:
+    if f.copy_share < COPY_HIGH:
+        return None
+    return (
+        COPY_BOUND,
+        f"the host-to-device copy takes {f.copy_share:.0%} of a step; pin_memory with "
+        "non-blocking copies, or uint8 batches normalised on the device, would help.",
+    )
+
+
+def _compute_bound(f: _Figures) -> _Found:
+    if f.data_wait_fraction >= WAIT_LOW:
+        return None
+    return (
+        COMPUTE_BOUND,
+        f"the model step is the limit (waiting for data is {f.data_wait_fraction:.0%} of the "
+        "time); more workers cannot make it faster.",
+    )
+
+
+def _loading_in_process(f: _Figures) -> _Found:
+    if f.num_workers != 0:
+        return None
+    return (
+        LOADING_IN_PROCESS,
+        f"loading runs in the training process and the step waits {f.data_wait_fraction:.0%} "
+        "of the time; DataLoader workers would overlap loading with the step.",
+    )
+
+
+def _storage_bound(f: _Figures) -> _Found:
+    slots, channel = f.slots, f.channel
+    if slots is None or channel is None or max(slots, channel) < STORAGE_BUSY:
+        return None
+    what = (
+        f"its bandwidth is in use {channel:.0%} of the time"
+        if channel >= slots
+        else f"its read slots are busy {slots:.0%} of the time"
+    )
+    return (
+        STORAGE_BOUND,
+        f"the storage is saturated ({what}) and the step waits {f.data_wait_fraction:.0%} "
+        "of the time; more workers only queue for it: faster storage, caching or a RAM "
+        "copy would help.",
+    )
+
+
+def _cpu_bound_loading(f: _Figures) -> _Found:
+    if f.cpu_share < CPU_BUSY:
+        return None
+    return (
+        CPU_BOUND_LOADING,
+        f"decoding keeps {f.cpu_share:.0%} of the {f.usable_cpus} usable CPUs busy while the "
+        f"step waits {f.data_wait_fraction:.0%} of the time; more workers cannot help, "
+        "cheaper decoding, caching decoded samples or uint8 batches can.",
+    )
+
+
+def _io_bound(f: _Figures) -> tuple[str, str]:
     room = (
-        f" and the storage's read slots are busy only {slots:.0%} of the time"
-        if slots is not None
+        f" and the storage's read slots are busy only {f.slots:.0%} of the time"
+        if f.slots is not None
         else ""
     )
-    return Diagnosis(
-        "io-bound",
-        f"the step waits {data_wait_fraction:.0%} of the time while the CPUs are only "
-        f"{cpu_share:.0%} busy{room}: workers are waiting on reads; more workers (for "
+    return (
+        IO_BOUND,
+        f"the step waits {f.data_wait_fraction:.0%} of the time while the CPUs are only "
+        f"{f.cpu_share:.0%} busy{room}: workers are waiting on reads; more workers (for "
         "latency-bound reads) or faster storage, caching or a RAM copy would help.",
-        evidence,
     )
+
+
+_RULES: tuple[Callable[[_Figures], _Found], ...] = (
+    _memory_limited,
+    _copy_bound,
+    _compute_bound,
+    _loading_in_process,
+    _storage_bound,
+    _cpu_bound_loading,
+)
+"""Tried in order; the first that applies labels the trial, else it is ``io-bound``."""
 
 
 def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagnosis:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadertune.config import RunConfig
+from loadertune.torch_rules import prefetch_factor_of
 
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
@@ -45,7 +46,7 @@ def loader_line(result: TrialResult) -> str:
     parts = [f"batch_size={lc.batch_size}", f"num_workers={lc.num_workers}"]
     if lc.num_workers:
         parts += [
-            f"prefetch_factor={lc.prefetch_factor or 2}",
+            f"prefetch_factor={prefetch_factor_of(lc.num_workers, lc.prefetch_factor)}",
             f"persistent_workers={lc.persistent_workers}",
             f"start={result.start_method}",
         ]

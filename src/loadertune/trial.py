@@ -8,14 +8,16 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
-from loadertune.config import RunConfig
+from loadertune.config import LoaderConfig, RunConfig, TrialConfig
 from loadertune.errors import ConfigError
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord, StepTimer, summarize
+from loadertune.torch_rules import in_flight
 from loadertune.validation import validate
 
 if TYPE_CHECKING:
@@ -45,23 +47,19 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def look_ahead(num_workers: int, prefetch_factor: int | None) -> int:
-    """Batches a DataLoader keeps in flight: ``num_workers x prefetch_factor`` (default 2)."""
-    return num_workers * (prefetch_factor or 2) if num_workers else 0
-
-
 def warmup_steps(asked: int, num_workers: int, prefetch_factor: int | None = None) -> int:
     """Untimed steps after the first batch: ``asked``, but at least the loader's look-ahead.
 
-    With workers, a DataLoader keeps :func:`look_ahead` batches in flight. Timing must start
-    once that pipeline is in its steady state: the workers' first batches arrive together (a
-    burst that took one worker's load time), and while the queue fills the workers load at
-    full speed. Timing from inside either phase counts batches loaded before the window
-    began, or slows the step with loading it will not pay for later; both bias the figure by
-    setting (a 20% overstatement for 16 workers on a slow device, over a 40-step window). So
-    the look-ahead is consumed first, whatever ``trial.warmup_steps`` says.
+    With workers, a DataLoader keeps ``num_workers x prefetch_factor`` batches in flight
+    (:func:`~loadertune.torch_rules.in_flight`). Timing must start once that pipeline is in
+    its steady state: the workers' first batches arrive together (a burst that took one
+    worker's load time), and while the queue fills the workers load at full speed. Timing
+    from inside either phase counts batches loaded before the window began, or slows the step
+    with loading it will not pay for later; both bias the figure by setting (a 20%
+    overstatement for 16 workers on a slow device, over a 40-step window). So the look-ahead
+    is consumed first, whatever ``trial.warmup_steps`` says.
     """
-    return max(asked, look_ahead(num_workers, prefetch_factor))
+    return max(asked, in_flight(num_workers, prefetch_factor))
 
 
 def stream_sampler(size: int, length: int, shuffle: bool, generator: Any) -> Any:
@@ -115,17 +113,65 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         return _run_on_storage(config, store, on_step)
 
 
+@dataclass
+class _Workload:
+    """What a trial runs: the dataset, the loader settings that take effect, the model step."""
+
+    dataset: Any
+    effective: LoaderConfig
+    device: Any
+    step_fn: Callable[[Any, Any], None]
+    start_method: str
+
+
+@dataclass
+class _Window:
+    """The timed window: its steps, its bounds and the tree's CPU seconds inside it."""
+
+    timer: StepTimer
+    start: float
+    end: float
+    cpu_s: float
+    truncated: bool
+    accelerator: dict[str, float]
+
+
+@dataclass
+class _Measured:
+    """Everything the loop measured, from creating the iterator to the window's end."""
+
+    window: _Window
+    monitor: ProcessTreeMonitor
+    first_batch_s: float
+    measure_start: float
+    warmup: int
+    epochs: int
+
+
 def _run_on_storage(
     config: RunConfig, store: StorageSession, on_step: StepCallback | None
 ) -> TrialResult:
+    workload = _build_workload(config, store)
+    device = workload.device
+    copies = copy_timer(device, _synchronizer(device))
+    gpu = GpuMonitor(device, config.trial.sample_hz) if device.type == "cuda" else None
+    store.before_loading()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        measured = _measure(config.trial, workload, store, copies, gpu, on_step)
+    seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
+    copied = copy_figures(copies) if device.type == "cuda" else {}
+    return _trial_result(workload, measured, store, sorted(seen), copied)
+
+
+def _build_workload(config: RunConfig, store: StorageSession) -> _Workload:
+    """Seed torch, build the dataset on the storage and a model step for its samples, check."""
     import torch
-    import torch.multiprocessing as mp
 
     from loadertune import preflight
     from loadertune.datasets import build_dataset
-    from loadertune.loader import build_dataloader, effective_settings
-    from loadertune.machine import machine_info
-    from loadertune.models import build_train_step, split_batch
+    from loadertune.loader import effective_settings
+    from loadertune.models import build_train_step
 
     tc = config.trial
     torch.manual_seed(tc.seed)
@@ -141,87 +187,137 @@ def _run_on_storage(
     )
     effective = effective_settings(config.loader, device)
     preflight.check(effective, sample)
-    start_method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
-    start_method = start_method or mp.get_all_start_methods()[0]
-    if effective.num_workers == 0:
-        start_method = "none"
-    sync = _synchronizer(device)
-    copies = copy_timer(device, sync)
-    gpu = GpuMonitor(device, tc.sample_hz) if device.type == "cuda" else None
-    store.before_loading()
+    return _Workload(dataset, effective, device, step_fn, _start_method(effective))
 
-    warmup = warmup_steps(tc.warmup_steps, effective.num_workers, effective.prefetch_factor)
-    ahead = look_ahead(effective.num_workers, effective.prefetch_factor)
-    batches = 1 + warmup + tc.steps + ahead + 1  # never runs dry inside the window
+
+def _start_method(effective: LoaderConfig) -> str:
+    """How the loader's workers start: its context, else the platform's; ``none`` without."""
+    import torch.multiprocessing as mp
+
+    if effective.num_workers == 0:
+        return "none"
+    method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
+    return method or mp.get_all_start_methods()[0]
+
+
+def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int) -> Any:
+    """The DataLoader over a stream of indices that cannot run dry inside the window."""
+    import torch
+
+    from loadertune.loader import build_dataloader
+
+    eff = workload.effective
+    ahead = in_flight(eff.num_workers, eff.prefetch_factor)
+    batches = 1 + warmup + tc.steps + ahead + 1
     stream = stream_sampler(
-        len(dataset),
-        batches * (effective.batch_size or 1),
-        effective.shuffle,
+        len(workload.dataset),
+        batches * (eff.batch_size or 1),
+        eff.shuffle,
         torch.Generator().manual_seed(tc.seed),
     )
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loader = build_dataloader(
-            dataset,
-            effective,
-            device,
-            sampler=stream,
-            generator=torch.Generator().manual_seed(tc.seed),
+    return build_dataloader(
+        workload.dataset,
+        eff,
+        workload.device,
+        sampler=stream,
+        generator=torch.Generator().manual_seed(tc.seed),
+    )
+
+
+def _measure(
+    tc: TrialConfig,
+    workload: _Workload,
+    store: StorageSession,
+    copies: HostCopyTimer,
+    gpu: GpuMonitor | None,
+    on_step: StepCallback | None,
+) -> _Measured:
+    """The first batch, the warm-up, then the timed window, with the process tree sampled."""
+    from loadertune.models import split_batch
+
+    eff = workload.effective
+    warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
+    loader = _build_loader(tc, workload, warmup)
+    with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
+        loop = _StepLoop(
+            loader, workload.device, eff.non_blocking, workload.step_fn, copies, split_batch
         )
-        with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
-            loop = _StepLoop(loader, device, effective.non_blocking, step_fn, copies, split_batch)
-            measure_start = time.perf_counter()
-            first_batch_s = loop.first_batch()
-            for _ in range(warmup):
-                record = loop.step(StepTimer())
-                if on_step:
-                    on_step(record, False)
-            timer = StepTimer()
-            monitor.sample()
-            cpu_start = monitor.cpu_seconds
-            copies.reset()
-            store.window_started()
-            if gpu is not None:
-                gpu.start()
-            window_start = time.perf_counter()
-            deadline = window_start + tc.time_limit_s
-            truncated = False
-            for _ in range(tc.steps):
-                record = loop.step(timer)
-                if on_step:
-                    on_step(record, True)
-                if time.perf_counter() > deadline:
-                    truncated = len(timer.records) < tc.steps
-                    break
-            window_end = time.perf_counter()
-            accelerator = gpu.stop() if gpu is not None else {}
-            store.window_ended(window_end - window_start)
-            monitor.sample()
-            cpu_window = monitor.cpu_seconds - cpu_start
-            loop.close()
-        del loader
-    cpu_mean = 100.0 * cpu_window / (window_end - window_start)
-    peak = max((s.memory_bytes for s in monitor.samples), default=0)
+        measure_start = time.perf_counter()
+        first_batch_s = loop.first_batch()
+        for _ in range(warmup):
+            record = loop.step(StepTimer())
+            if on_step:
+                on_step(record, False)
+        window = _timed_window(tc, loop, monitor, store, gpu, on_step)
+        loop.close()
+    del loader
+    return _Measured(window, monitor, first_batch_s, measure_start, warmup, loop.epochs)
+
+
+def _timed_window(
+    tc: TrialConfig,
+    loop: _StepLoop,
+    monitor: ProcessTreeMonitor,
+    store: StorageSession,
+    gpu: GpuMonitor | None,
+    on_step: StepCallback | None,
+) -> _Window:
+    """Time ``tc.steps`` steps, fewer when ``tc.time_limit_s`` runs out."""
+    timer = StepTimer()
+    monitor.sample()
+    cpu_start = monitor.cpu_seconds
+    loop.copies.reset()
+    store.window_started()
+    if gpu is not None:
+        gpu.start()
+    start = time.perf_counter()
+    deadline = start + tc.time_limit_s
+    truncated = False
+    for _ in range(tc.steps):
+        record = loop.step(timer)
+        if on_step:
+            on_step(record, True)
+        if time.perf_counter() > deadline:
+            truncated = len(timer.records) < tc.steps
+            break
+    end = time.perf_counter()
+    accelerator = gpu.stop() if gpu is not None else {}
+    store.window_ended(end - start)
+    monitor.sample()
+    return _Window(timer, start, end, monitor.cpu_seconds - cpu_start, truncated, accelerator)
+
+
+def _trial_result(
+    workload: _Workload,
+    measured: _Measured,
+    store: StorageSession,
+    seen: list[str],
+    copied: dict[str, float],
+) -> TrialResult:
+    """Summarise the window and gather what the trial saw into one :class:`TrialResult`."""
+    from loadertune.machine import machine_info
+
+    window, monitor = measured.window, measured.monitor
     return TrialResult(
-        summary=summarize(timer.records, effective.num_workers),
-        steps=timer.records,
+        summary=summarize(window.timer.records, workload.effective.num_workers),
+        steps=window.timer.records,
         resources=monitor.samples,
-        first_batch_s=first_batch_s,
-        peak_memory_mb=peak / 2**20,
-        cpu_percent_mean=cpu_mean,
+        first_batch_s=measured.first_batch_s,
+        peak_memory_mb=max((s.memory_bytes for s in monitor.samples), default=0) / 2**20,
+        cpu_percent_mean=100.0 * window.cpu_s / (window.end - window.start),
         memory_metric=monitor.memory_metric,
-        effective_loader=effective,
-        device=str(device),
-        start_method=start_method,
-        epochs=loop.epochs,
-        truncated=truncated,
+        effective_loader=workload.effective,
+        device=str(workload.device),
+        start_method=workload.start_method,
+        epochs=measured.epochs,
+        truncated=window.truncated,
         machine=machine_info(),
-        warnings=sorted({str(w.message) for w in caught} | set(gpu.warnings if gpu else [])),
-        window_start=window_start,
-        warmup_steps=warmup,
-        measure_s=window_end - measure_start,
+        warnings=seen,
+        window_start=window.start,
+        warmup_steps=measured.warmup,
+        measure_s=window.end - measured.measure_start,
         storage=dict(store.figures),
-        accelerator=accelerator | (copy_figures(copies) if device.type == "cuda" else {}),
+        accelerator=window.accelerator | copied,
     )
 
 

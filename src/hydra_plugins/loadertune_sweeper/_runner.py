@@ -31,6 +31,7 @@ from hydra.core.utils import JobStatus, run_job
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from loadertune.channel import MessageKind, TrialStatus
 from loadertune.failures import classify, classify_exit
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
@@ -56,7 +57,7 @@ class Limits:
 class TrialOutcome:
     """How a trial's process ended, with everything it sent before."""
 
-    status: str = "failed"  # "complete" | "pruned" | "failed"
+    status: TrialStatus = TrialStatus.FAILED  # equal to "complete", "pruned" or "failed"
     result: TrialResult | None = None
     steps: list[StepRecord] = field(default_factory=list)
     reason: str | None = None
@@ -98,9 +99,10 @@ def run_trial_process(
             stream.flush()
     proc.start()
     child_end.close()
-    outcome = TrialOutcome()
+    follower = _Follower(proc, parent_end, on_progress, report_every, limits, start, stop_requested)
+    outcome = follower.outcome
     try:
-        _follow(proc, parent_end, on_progress, report_every, limits, start, outcome, stop_requested)
+        follower.follow()
     finally:
         parent_end.close()
         outcome.wall_s = time.perf_counter() - start
@@ -110,71 +112,114 @@ def run_trial_process(
     return outcome
 
 
-def _follow(
-    proc: Any,
-    conn: Connection,
-    on_progress: ProgressHook,
-    report_every: int,
-    limits: Limits,
-    start: float,
-    outcome: TrialOutcome,
-    stop_requested: Callable[[], bool],
-) -> None:
-    guard = _MemoryGuard(proc.pid, limits, outcome.pids)
-    last_heard = start
-    while True:
-        if stop_requested():
-            _kill_group(proc)
-            outcome.status, outcome.reason = "failed", "interrupted"
+class _Follower:
+    """Follows one trial process until it exits or is stopped, filling ``outcome``.
+
+    Each turn checks, in order: an interrupt from the sweep, the wall-clock and stall
+    limits, the memory budget; then it waits briefly for one message from the trial.
+    """
+
+    def __init__(
+        self,
+        proc: Any,
+        conn: Connection,
+        on_progress: ProgressHook,
+        report_every: int,
+        limits: Limits,
+        start: float,
+        stop_requested: Callable[[], bool],
+    ) -> None:
+        self.proc, self.conn = proc, conn
+        self.on_progress, self.report_every = on_progress, report_every
+        self.limits, self.start = limits, start
+        self.stop_requested = stop_requested
+        self.outcome = TrialOutcome()
+        self.guard = _MemoryGuard(proc.pid, limits, self.outcome.pids)
+        self.last_heard = start
+
+    def follow(self) -> TrialOutcome:
+        """Until the trial's pipe closes (then wait for its exit) or a check stops it."""
+        while True:
+            if self._stopped():
+                return self.outcome
+            try:
+                message = self.conn.recv() if self.conn.poll(0.05) else None
+            except (EOFError, OSError):
+                break
+            if message is None:
+                continue
+            self.last_heard = time.perf_counter()
+            if self._handle(*message):
+                return self.outcome
+        self._exited()
+        return self.outcome
+
+    def _stopped(self) -> bool:
+        """Kill the trial if the sweep is interrupted, a limit passed or memory ran over."""
+        outcome = self.outcome
+        if self.stop_requested():
+            outcome.status, outcome.reason = TrialStatus.FAILED, "interrupted"
             outcome.error = "Ctrl-C in the sweep process: the trial was stopped"
-            return
-        now = time.perf_counter()
-        if now - start > limits.wall_s or now - last_heard > limits.stall_s:
-            _kill_group(proc)
+        elif (limit := self._limit_passed()) is not None:
+            which, seconds = limit
             outcome.reason = "timeout"
-            which = "wall-clock limit" if now - start > limits.wall_s else "stall limit"
             outcome.error = (
-                f"no progress: the trial passed its {which} "
-                f"({limits.wall_s if which.startswith('wall') else limits.stall_s:.0f} s, "
+                f"no progress: the trial passed its {which} ({seconds:.0f} s, "
                 f"{len(outcome.steps)} timed steps done) and its process group was killed"
             )
-            return
-        if guard.over_budget():
-            _kill_group(proc)
-            outcome.status, outcome.reason = "failed", "memory_budget"
+        elif self.guard.over_budget():
+            outcome.status, outcome.reason = TrialStatus.FAILED, "memory_budget"
             outcome.error = (
-                f"the trial's process tree reached {guard.peak / 2**20:.0f} MB (PSS), past the "
-                f"memory budget of {limits.memory_bytes / 2**20:.0f} MB, and was stopped"
+                f"the trial's process tree reached {self.guard.peak / 2**20:.0f} MB (PSS), "
+                f"past the memory budget of {self.limits.memory_bytes / 2**20:.0f} MB, "
+                "and was stopped"
             )
-            outcome.peak_memory_bytes = guard.peak
-            return
-        try:
-            message = conn.recv() if conn.poll(0.05) else None
-        except (EOFError, OSError):
-            break
-        if message is None:
-            continue
-        last_heard = time.perf_counter()
-        kind, payload = message
-        if kind == "step":
+            outcome.peak_memory_bytes = self.guard.peak
+        else:
+            return False
+        _kill_group(self.proc)
+        return True
+
+    def _limit_passed(self) -> tuple[str, float] | None:
+        """(``wall-clock limit`` or ``stall limit``, its seconds) once one is passed."""
+        now = time.perf_counter()
+        if now - self.start > self.limits.wall_s:
+            return "wall-clock limit", self.limits.wall_s
+        if now - self.last_heard > self.limits.stall_s:
+            return "stall limit", self.limits.stall_s
+        return None
+
+    def _handle(self, kind: str, payload: Any) -> bool:
+        """Take in one message; True when the pruner stopped the trial."""
+        outcome = self.outcome
+        if kind == MessageKind.STEP:
             record, timed = payload
             if timed:
                 outcome.steps.append(record)
-                if len(outcome.steps) % report_every == 0 and on_progress(outcome.steps):
-                    _kill_group(proc)
-                    outcome.status = outcome.reason = "pruned"
-                    return
-        elif kind == "result":
+                due = len(outcome.steps) % self.report_every == 0
+                if due and self.on_progress(outcome.steps):
+                    _kill_group(self.proc)
+                    outcome.status = TrialStatus.PRUNED
+                    outcome.reason = TrialStatus.PRUNED.value
+                    return True
+        elif kind == MessageKind.RESULT:
             outcome.result = payload
-            outcome.status = "complete"
-        elif kind == "error":
+            outcome.status = TrialStatus.COMPLETE
+        elif kind == MessageKind.ERROR:
             outcome.reason, outcome.error = payload
-    proc.join()
-    outcome.exitcode = proc.exitcode
-    outcome.peak_memory_bytes = guard.peak
-    if outcome.status != "complete" and outcome.reason is None:
-        outcome.reason = classify_exit(proc.exitcode)
-        outcome.error = f"the trial process exited with status {proc.exitcode} and no error"
+        return False
+
+    def _exited(self) -> None:
+        """The trial closed its pipe: wait for it and classify an exit without a result."""
+        outcome = self.outcome
+        self.proc.join()
+        outcome.exitcode = self.proc.exitcode
+        outcome.peak_memory_bytes = self.guard.peak
+        if outcome.status != TrialStatus.COMPLETE and outcome.reason is None:
+            outcome.reason = classify_exit(self.proc.exitcode)
+            outcome.error = (
+                f"the trial process exited with status {self.proc.exitcode} and no error"
+            )
 
 
 class _MemoryGuard:
@@ -306,4 +351,4 @@ def _report(conn: Connection, exc: BaseException) -> None:
     text = "".join(traceback.format_exception(exc))
     tail = "\n".join(text.rstrip().splitlines()[-40:])
     with contextlib.suppress(OSError):
-        conn.send(("error", (classify(type(exc).__name__, text), tail)))
+        conn.send((MessageKind.ERROR, (classify(type(exc).__name__, text), tail)))

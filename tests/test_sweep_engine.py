@@ -10,7 +10,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from hydra_plugins.loadertune_sweeper._impl import SweepEngine, SweepSettings, _render
+from hydra_plugins.loadertune_sweeper._plan import render, suggest
 from loadertune.search_rules import applies, suggestion_order
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -33,6 +33,7 @@ class _Plan:
         self.space = SPACE
         self.fixed: dict[str, str] = {}
         self.accelerator = accelerator
+        self.default_workers = 0
 
 
 @pytest.mark.parametrize(
@@ -49,8 +50,7 @@ def test_conditional_parameters_are_suggested_only_where_they_act(
 ) -> None:
     study = optuna.create_study()
     study.enqueue_trial({"loader.num_workers": workers})
-    engine = SweepEngine(SweepSettings(sampler={}, pruner={}))
-    values = engine._suggest(study.ask(), _Plan(accelerator))  # type: ignore[arg-type]
+    values = suggest(study.ask(), _Plan(accelerator))  # type: ignore[arg-type]
     assert set(values) == expected
     assert values["loader.num_workers"] == workers
 
@@ -79,7 +79,7 @@ def test_applies(key: str, workers: int, accelerator: bool, expected: bool) -> N
 def test_render_round_trips_through_hydra(value: object) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_override(f"k={_render(value)}").value()
+    parsed = OverridesParser.create().parse_override(f"k={render(value)}").value()
     assert parsed == value
     assert type(parsed) is type(value)
 

@@ -7,7 +7,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _baselines, _verdict
+from hydra_plugins.loadertune_sweeper import _baselines, _verdict, _verdict_text
+from hydra_plugins.loadertune_sweeper._baselines import Role
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -63,8 +64,10 @@ def test_doubling_continues_only_while_it_helps(
         assert got == {**expected, "loader.prefetch_factor": 2}
 
 
-def _cand(workers: int, values: list[float], memory: float = 100.0) -> _verdict.Candidate:
-    c = _verdict.Candidate(_trial(workers, min(values)), [f"w{workers}"])
+def _cand(
+    workers: int, values: list[float], memory: float = 100.0, roles: list[Role] | None = None
+) -> _verdict.Candidate:
+    c = _verdict.Candidate(_trial(workers, min(values)), roles or [])
     c.values = values
     c.memory_mb = [memory] * len(values)
     c.samples_per_s = [1000 / v for v in values]
@@ -74,12 +77,12 @@ def _cand(workers: int, values: list[float], memory: float = 100.0) -> _verdict.
 def test_recommends_the_cheapest_within_noise() -> None:
     fast = _cand(4, [1.00, 1.02, 0.98])
     close = _cand(2, [1.03, 1.01, 1.05])  # 1.03, 0.99, 1.07 of the fastest, round by round
-    slow = _cand(0, [2.0, 2.1, 1.9])
+    slow = _cand(0, [2.0, 2.1, 1.9], roles=[Role.DEFAULT])
     rec = _verdict.recommend([fast, close, slow])
     assert rec.fastest is fast
     assert rec.chosen is close
     assert rec.tolerance == pytest.approx(1.03 - 1.01 / 1.02)  # median less the lowest
-    mid, low, high = rec.speedups["w0"]
+    mid, low, high = rec.speedups[Role.DEFAULT]
     assert mid == pytest.approx(2.0 / 1.03)
     assert low == pytest.approx(1.9 / 1.05)
     assert high == pytest.approx(2.1 / 1.01)
@@ -147,7 +150,7 @@ def test_candidates_are_the_top_and_the_baselines() -> None:
 def test_loader_yaml_round_trips() -> None:
     from omegaconf import OmegaConf
 
-    text = _verdict.loader_yaml(
+    text = _verdict_text.loader_yaml(
         {"num_workers": 2, "prefetch_factor": None, "pin_memory": False}, ["made by a test"]
     )
     assert text.startswith("# made by a test\n")
@@ -259,28 +262,28 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
     from rich.console import Console
 
     from hydra_plugins.loadertune_sweeper._console import SweepView
+    from hydra_plugins.loadertune_sweeper._guess import Bound, Guess, WorkersRange
 
-    default = _cand(0, [2.0, 2.1, 1.9])
-    default.labels = ["default (0 workers)"]
-    thumb = _cand(6, [1.00, 1.02, 0.98], memory=900.0)
-    thumb.labels = ["rule of thumb (4 x CPUs, capped)", "top 1"]
-    chosen = _cand(2, [1.01, 1.03, 1.0])
-    chosen.labels = ["start at 2", "top 2"]
+    default = _cand(0, [2.0, 2.1, 1.9], roles=[Role.DEFAULT])
+    thumb = _cand(6, [1.00, 1.02, 0.98], memory=900.0, roles=[Role.RULE_OF_THUMB])
+    thumb.rank = 1
+    chosen = _cand(2, [1.01, 1.03, 1.0], roles=[Role.START_SMALL])
+    chosen.rank = 2
     chosen.bottleneck = "cpu-bound loading"
     chosen.why = "decoding keeps 95% of the 2 usable CPUs busy."
     rec = _verdict.recommend([default, thumb, chosen])
     assert rec.chosen is chosen
     view = SweepView.__new__(SweepView)
     view.console = Console(width=80, record=True, force_terminal=False)
-    guess = {
-        "workers": 2,
-        "time_per_sample_ms": 0.9,
-        "load_ms_per_batch": 60.0,
-        "step_ms": 20.0,
-        "cpu_share_of_loading": 0.9,
-        "bound": "cpus",
-    }
-    ranged = {"key": "loader.num_workers", "written": [0, 4, 1], "searched": 2}
+    guess = Guess(
+        workers=2,
+        time_per_sample_ms=0.9,
+        load_ms_per_batch=60.0,
+        step_ms=20.0,
+        cpu_share_of_loading=0.9,
+        bound=Bound.CPUS,
+    )
+    ranged = WorkersRange("loader.num_workers", (0, 4, 1), 2)
     view.verdict(rec, [default, thumb, chosen], Path("best.yaml"), guess, ranged)
     text = view.console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80

@@ -51,3 +51,10 @@ def machine_info() -> dict[str, Any]:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
     return info
+
+
+def memory_budget_bytes(budget_mb: float | None) -> int:
+    """A trial's process-tree memory budget: as configured, or 3/4 of what is available now."""
+    if budget_mb is not None:
+        return int(budget_mb * 2**20)
+    return int(psutil.virtual_memory().available * 0.75)

@@ -11,16 +11,50 @@ the plain advice rather than for a tuned setting.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.search_rules import plain_key
+from loadertune.search_rules import plain_key, workers_of
+from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
-BASELINE = "baseline"
+BASELINE = "baseline"  # trial user attr: the trial's Role, as its value
 IMPROVES = 0.02  # a rung must be this much faster than the one before to keep doubling
+
+
+class Role(str, Enum):
+    """Why a trial was measured, when it stands for a piece of advice."""
+
+    DEFAULT = "default"
+    START_SMALL = "start_small"
+    DOUBLING = "doubling"
+    RULE_OF_THUMB = "rule_of_thumb"
+    MODEL_GUESS = "model_guess"
+
+    @property
+    def label(self) -> str:
+        """How the verdict names it."""
+        return _LABELS[self]
+
+
+_LABELS = {
+    Role.DEFAULT: "default (0 workers)",
+    Role.RULE_OF_THUMB: "rule of thumb (4 x CPUs, capped)",
+    Role.START_SMALL: "start at 2",
+    Role.DOUBLING: "doubling path",
+    Role.MODEL_GUESS: "model-based guess",
+}
+
+
+def role_of(trial: FrozenTrial) -> Role | None:
+    """The advice a trial stands for, if any."""
+    try:
+        return Role(trial.user_attrs.get(BASELINE))
+    except ValueError:
+        return None
 
 
 def _key(space: dict[str, BaseDistribution], name: str) -> str | None:
@@ -61,24 +95,24 @@ def params_for(space: dict[str, BaseDistribution], workers: int) -> dict[str, An
         return None
     params: dict[str, Any] = {wkey: workers}
     pkey = _key(space, "loader.prefetch_factor")
-    if pkey is not None and workers > 0 and allowed(space[pkey], 2):
-        params[pkey] = 2
+    if pkey is not None and workers > 0 and allowed(space[pkey], DEFAULT_PREFETCH_FACTOR):
+        params[pkey] = DEFAULT_PREFETCH_FACTOR
     return params
 
 
 def initial(
     space: dict[str, BaseDistribution], usable_cpus: int
-) -> list[tuple[dict[str, Any], str]]:
+) -> list[tuple[dict[str, Any], Role]]:
     """(params, label) of the baselines a new study starts with, in order."""
     wkey = _key(space, "loader.num_workers")
     if wkey is None:
         return []
     high = upper(space[wkey])
-    out: list[tuple[dict[str, Any], str]] = []
+    out: list[tuple[dict[str, Any], Role]] = []
     for workers, label in (
-        (0, "default"),
-        (min(2, high), "start_small"),
-        (min(4 * usable_cpus, high), "rule_of_thumb"),
+        (0, Role.DEFAULT),
+        (min(2, high), Role.START_SMALL),
+        (min(4 * usable_cpus, high), Role.RULE_OF_THUMB),
     ):
         params = params_for(space, workers)
         if params is not None and all(p != params for p, _ in out):
@@ -89,22 +123,23 @@ def initial(
 def enqueue_initial(study: optuna.Study, space: dict[str, BaseDistribution], cpus: int) -> None:
     """Enqueue the baselines at the front of a new study."""
     for params, label in initial(space, cpus):
-        study.enqueue_trial(params, user_attrs={BASELINE: label}, skip_if_exists=True)
+        study.enqueue_trial(params, user_attrs={BASELINE: label.value}, skip_if_exists=True)
 
 
 def next_rung(
     study: optuna.Study, finished: FrozenTrial, space: dict[str, BaseDistribution]
 ) -> dict[str, Any] | None:
     """After a rung of "start at 2, double while it helps", the next rung's params, or None."""
-    if finished.user_attrs.get(BASELINE) not in ("start_small", "doubling"):
+    role = role_of(finished)
+    if role not in (Role.START_SMALL, Role.DOUBLING):
         return None
     if finished.state != TrialState.COMPLETE or finished.value is None:
         return None
     wkey = _key(space, "loader.num_workers")
     if wkey is None:
         return None
-    workers = int(finished.params.get(wkey, 0))
-    if finished.user_attrs[BASELINE] == "doubling":
+    workers = workers_of(finished.params, 0) or 0
+    if role == Role.DOUBLING:
         before = _value_at(study, wkey, workers // 2)
         if before is None or finished.value > before * (1 - IMPROVES):
             return None

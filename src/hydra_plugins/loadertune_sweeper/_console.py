@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +15,8 @@ from rich.table import Table
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
-    from ._impl import SweepPlan
+    from ._guess import Guess, WorkersRange
+    from ._plan import SweepPlan
     from ._verdict import Candidate, Recommendation
 
 
@@ -50,13 +53,13 @@ class SweepView:
         rec: Recommendation,
         cands: list[Candidate],
         loader: Path,
-        guess: dict[str, Any] | None = None,
-        workers_range: dict[str, Any] | None = None,
+        guess: Guess | None = None,
+        workers_range: WorkersRange | None = None,
     ) -> None:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        from ._verdict import details, headline, verdict_table
+        from ._verdict_text import details, headline, verdict_table
 
         self.console.print(Markdown(headline(rec)))
         self.console.print(verdict_table(rec, cands))
@@ -117,3 +120,14 @@ class SweepView:
                 f"ms/sample with {results['best_params']}"
             )
         self.console.print(f"results: {sweep_dir / 'optimization_results.yaml'}")
+
+
+def quiet_libraries() -> None:
+    """Keep the sweep's console to loadertune's own lines: libraries log at WARNING."""
+    import mlflow  # noqa: F401  (mlflow sets its loggers' levels when imported)
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # A baseline measured outside a range the guess narrowed is deliberate, not a mistake.
+    warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")
+    for name in ("mlflow", "matplotlib", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)

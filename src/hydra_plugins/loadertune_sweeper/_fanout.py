@@ -220,15 +220,17 @@ class SweepWorker:
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from ._impl import SweepEngine, SweepSettings
+        from ._impl import SweepEngine
+        from .config import SweepSettings
 
         job_dir = str(HydraConfig.get().runtime.output_dir)
         config = copy.deepcopy(self.config)
         with open_dict(config):
             config.hydra.sweep.dir = job_dir
             config.hydra.launcher = {"_target_": BASIC}  # trials run here, on this node
-        engine = SweepEngine(SweepSettings(**self.settings))
-        engine.setup(self.hydra_context, self.task_function, config)
+        engine = SweepEngine(
+            SweepSettings(**self.settings), self.hydra_context, self.task_function, config
+        )
         tee = _LastLine(sys.stderr)
         sys.stderr = tee
         try:

@@ -16,10 +16,37 @@ bound, narrower when a few workers already hide loading behind the step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from optuna.distributions import IntDistribution
+
+from loadertune.machine import usable_cpus as machine_cpus
+
+from . import _baselines
+from ._baselines import Role
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadertune.result import TrialResult
+
+    from ._plan import SweepPlan
 
 NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
+GUESS_ATTR = "guess"  # study user attr: the guess, as a dict
+RANGE_ATTR = "workers_range"  # study user attr: the num_workers range the guess set
+
+
+class Bound(str, Enum):
+    """What set the guessed number of workers."""
+
+    NEGLIGIBLE = "loading is negligible"
+    HIDES_LOADING = "hides loading"
+    CPUS = "cpus"
+    MEMORY = "memory"
+    SEARCH_SPACE = "search space"
 
 
 @dataclass(frozen=True)
@@ -31,9 +58,22 @@ class Guess:
     load_ms_per_batch: float
     step_ms: float
     cpu_share_of_loading: float
-    bound: str  # what capped it: "hides loading", "cpus", "memory", "search space", ...
+    bound: Bound  # what set it
     ceiling: int = 0  # the most workers the CPU, memory and space bounds allow together
     step_cpu_cores: float = 0.0  # cores the training step kept busy
+
+    def as_attrs(self) -> dict[str, Any]:
+        """The guess as a study user attr (JSON)."""
+        return {**asdict(self), "bound": self.bound.value}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any] | None) -> Guess | None:
+        """The guess a study holds, or None."""
+        if not attrs:
+            return None
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in attrs.items() if k in known}
+        return cls(**{**kept, "bound": Bound(kept["bound"])})
 
 
 def guess(
@@ -61,21 +101,21 @@ def guess(
     best = max(step, cpu_floor)
     ceiling = max_workers
     if load_ms_per_batch <= NEAR * step:
-        workers, bound = 0, "loading is negligible"
+        workers, bound = 0, Bound.NEGLIGIBLE
     else:
         # The fewest workers that bring a batch within NEAR of the best reachable: the last
         # few percent cost a whole worker each and are below what a repeat can tell apart.
         workers = max(1, math.ceil(load_ms_per_batch / (best * (1 + NEAR))))
-        bound = "cpus" if cpu_floor > step else "hides loading"
-        if bound == "cpus":
+        bound = Bound.CPUS if cpu_floor > step else Bound.HIDES_LOADING
+        if bound == Bound.CPUS:
             ceiling = min(ceiling, workers)  # more workers only share the same CPUs
     if memory_per_worker_mb > 0:
         memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
         ceiling = min(ceiling, memory_cap)
         if workers > memory_cap:
-            workers, bound = memory_cap, "memory"
+            workers, bound = memory_cap, Bound.MEMORY
     if workers > max_workers:
-        workers, bound = max_workers, "search space"
+        workers, bound = max_workers, Bound.SEARCH_SPACE
     if workers == 0:
         per_batch = load_ms_per_batch + step_ms
     else:
@@ -124,14 +164,16 @@ def workers_range(g: Guess, low: int, high: int, step: int = 1) -> tuple[int, in
     if g.workers > high:
         wider = on_step(min(g.ceiling, math.ceil(1.5 * g.workers)))
         return low, max(high, wider)
-    if g.bound == "hides loading" and 2 * g.workers < high:
+    if g.bound == Bound.HIDES_LOADING and 2 * g.workers < high:
         narrower = on_step(2 * g.workers)
         if narrower >= max(g.workers, low + step):
             return low, narrower
     return low, high
 
 
-def from_default_trial(result: Any, memory_budget_mb: float, max_workers: int) -> Guess | None:
+def from_default_trial(
+    result: TrialResult | None, memory_budget_mb: float, max_workers: int
+) -> Guess | None:
     """The guess from a ``num_workers=0`` trial's result, or None if it cannot tell.
 
     With 0 workers the training process loads every batch itself: its CPU time while it
@@ -155,3 +197,99 @@ def from_default_trial(result: Any, memory_budget_mb: float, max_workers: int) -
         max_workers=max_workers,
         step_cpu_cores=max(0.0, s.step_cpu_cores),
     )
+
+
+@dataclass(frozen=True)
+class WorkersRange:
+    """The ``num_workers`` range the guess set: the key, the range as written, the new high."""
+
+    key: str
+    written: tuple[int, int, int]  # low, high, step
+    searched: int
+
+    @property
+    def widened(self) -> bool:
+        return self.searched > self.written[1]
+
+    def as_attrs(self) -> dict[str, Any]:
+        return {"key": self.key, "written": list(self.written), "searched": self.searched}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any] | None) -> WorkersRange | None:
+        if not attrs:
+            return None
+        low, high, step = attrs["written"]
+        return cls(attrs["key"], (int(low), int(high), int(step)), int(attrs["searched"]))
+
+    def sentence(self) -> str:
+        """What moved, and why."""
+        low, high, _ = self.written
+        how = "widened" if self.widened else "narrowed"
+        why = (
+            "loading waits on I/O, so workers beyond the CPUs still help"
+            if self.widened
+            else "a few workers already hide loading behind the step"
+        )
+        return (
+            f"the model-based guess {how} the {self.key.lstrip('+')} range from {low}..{high} "
+            f"to {low}..{self.searched}: {why} (hydra.sweeper.guess_range=false keeps it as "
+            "written)"
+        )
+
+
+def after_default_trial(
+    study: optuna.Study,
+    plan: SweepPlan,
+    result: TrialResult,
+    memory_budget_mb: float,
+    guess_range: bool,
+) -> list[str]:
+    """Guess from the default trial, re-range ``num_workers``, enqueue the guess next.
+
+    Returns what a person should be told (the range that moved, if it did).
+    """
+    wkey = plan.workers_key()
+    if wkey is None:
+        return []
+    dist = plan.space[wkey]
+    may_widen = guess_range and isinstance(dist, IntDistribution)
+    high = _baselines.upper(dist)
+    cap = max(high, widen_cap(machine_cpus())) if may_widen else high
+    g = from_default_trial(result, memory_budget_mb, cap)
+    if g is None:
+        return []
+    study.set_user_attr(GUESS_ATTR, g.as_attrs())
+    messages = []
+    if may_widen and isinstance(dist, IntDistribution):
+        _, new_high = workers_range(g, dist.low, dist.high, dist.step)
+        if new_high != dist.high:
+            moved = WorkersRange(wkey, (dist.low, dist.high, dist.step), new_high)
+            study.set_user_attr(RANGE_ATTR, moved.as_attrs())
+            message = restore_range(study, plan, guess_range)
+            messages += [message] if message else []
+    params = _baselines.params_for(plan.space, _baselines.nearest(plan.space[wkey], g.workers))
+    if params is not None:
+        study.enqueue_trial(params, user_attrs={_baselines.BASELINE: Role.MODEL_GUESS.value})
+    return messages
+
+
+def restore_range(study: optuna.Study, plan: SweepPlan, guess_range: bool) -> str | None:
+    """Search the ``num_workers`` range the guess set, if the written range is unchanged."""
+    ranged = WorkersRange.from_attrs(study.user_attrs.get(RANGE_ATTR))
+    if ranged is None or not guess_range:
+        return None
+    low, high, step = ranged.written
+    if plan.written.get(ranged.key) != IntDistribution(low, high, step=step):
+        return None  # the command line changed the range since: it wins
+    plan.space[ranged.key] = IntDistribution(low, ranged.searched, step=step)
+    return ranged.sentence()
+
+
+def study_guess(study: optuna.Study) -> Guess | None:
+    """The guess a study holds."""
+    return Guess.from_attrs(study.user_attrs.get(GUESS_ATTR))
+
+
+def study_range(study: optuna.Study) -> WorkersRange | None:
+    """The range the guess set in a study."""
+    return WorkersRange.from_attrs(study.user_attrs.get(RANGE_ATTR))

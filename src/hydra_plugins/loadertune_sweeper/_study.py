@@ -32,7 +32,7 @@ import optuna
 import psutil
 from optuna.trial import FrozenTrial, TrialState
 
-from . import _fleet
+from . import _fleet, _optuna_private
 
 OWNER_HOST = "owner_host"
 OWNER_PID = "owner_pid"
@@ -144,14 +144,14 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
     period whatever its host, or when nobody claimed it within ``UNCLAIMED_S``. Trials of a
     live process, or of another host still beating, are left alone.
     """
-    stale = set(_stale_trial_ids(study))
+    stale = set(_optuna_private.stale_trial_ids(study))
     now = datetime.now()
     failed = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if frozen._trial_id in stale or _orphaned_here(frozen, now):
+        if _optuna_private.trial_id(frozen) in stale or _orphaned_here(frozen, now):
             with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 # Another host may fail it first, or its owner may finish it meanwhile.
-                trial = optuna.trial.Trial(study, frozen._trial_id)
+                trial = optuna.trial.Trial(study, _optuna_private.trial_id(frozen))
                 trial.set_user_attr(REASON, INTERRUPTED)
                 study.tell(frozen.number, state=TrialState.FAIL)
                 failed.append(frozen.number)
@@ -167,15 +167,6 @@ def _orphaned_here(frozen: FrozenTrial, now: datetime) -> bool:
     if host != socket.gethostname():
         return False
     return not _alive(attrs.get(OWNER_PID), attrs.get(OWNER_STARTED))
-
-
-def _stale_trial_ids(study: optuna.Study) -> list[int]:
-    """Trials whose heartbeat stopped, on any host (empty without heartbeats)."""
-    storage: Any = study._storage
-    if getattr(storage, "get_heartbeat_interval", lambda: None)() is None:
-        return []
-    ids: list[int] = storage._get_stale_trial_ids(study._study_id)
-    return ids
 
 
 def _alive(pid: Any, started: Any) -> bool:
@@ -316,11 +307,11 @@ class Slots:
 
     def _take(self, trial: optuna.trial.Trial) -> optuna.trial.Trial:
         claim(trial)
-        storage: Any = self.study._storage
+        storage = _optuna_private.storage(self.study)
         interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
         if interval:
-            storage.record_heartbeat(trial._trial_id)
-            self._current = trial._trial_id
+            self._current = _optuna_private.trial_id(trial)
+            storage.record_heartbeat(self._current)
             if self._beater is None:
                 self._beater = threading.Thread(
                     target=self._beat, args=(storage, interval), name="loadertune-heartbeat"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from loadertune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._impl import SweepSettings
+    from .config import SweepSettings
 
 _KEY = "hydra.sweeper"
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")

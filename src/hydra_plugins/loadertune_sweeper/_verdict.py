@@ -1,5 +1,5 @@
-"""The verdict: re-measure the best settings and the baselines side by side, recommend the
-cheapest setting that is as fast as the fastest within the noise measured, and export it.
+"""The verdict's statistics: which settings to measure again, and the cheapest one that is as
+fast as the fastest within the noise measured.
 
 Trials in a study are measured once each, at different moments of a shared machine's life.
 Before recommending, the top few settings and the baselines are measured again, interleaved
@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.search_rules import plain_key
+from loadertune.search_rules import workers_of
 
-from ._baselines import BASELINE
+from ._baselines import Role, role_of
 
 NOISE_FLOOR = 0.02  # never call two settings different on less than this relative gap
 
@@ -29,7 +28,8 @@ class Candidate:
     """A setting measured again for the verdict."""
 
     trial: FrozenTrial
-    labels: list[str]
+    roles: list[Role]  # the advice it stands for
+    rank: int | None = None  # its place among the study's fastest, if among the top
     values: list[float] = field(default_factory=list)  # time per sample (ms) of each repeat
     memory_mb: list[float] = field(default_factory=list)
     cpu_percent: list[float] = field(default_factory=list)
@@ -40,11 +40,7 @@ class Candidate:
 
     @property
     def workers(self) -> int:
-        return int(
-            next(
-                (v for k, v in self.trial.params.items() if plain_key(k) == "loader.num_workers"), 0
-            )
-        )
+        return workers_of(self.trial.params, 0) or 0
 
     @property
     def median(self) -> float:
@@ -56,6 +52,12 @@ class Candidate:
         if len(self.values) < 2:
             return 0.0
         return (max(self.values) - min(self.values)) / self.median
+
+    @property
+    def labels(self) -> list[str]:
+        """Display names: the advice it stands for, then its rank."""
+        top = [f"top {self.rank}"] if self.rank is not None else []
+        return [r.label for r in self.roles] + top
 
     @property
     def name(self) -> str:
@@ -73,21 +75,17 @@ def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
     ]
     chosen: dict[int, Candidate] = {}
     for t in complete:
-        label = t.user_attrs.get(BASELINE)
-        if label:
-            chosen.setdefault(t.number, Candidate(t, [])).labels.append(_LABELS.get(label, label))
+        role = role_of(t)
+        if role is not None:
+            chosen.setdefault(t.number, Candidate(t, [])).roles.append(role)
     for rank, t in enumerate(sorted(complete, key=lambda t: float(t.value or 0.0))[:top], start=1):
-        chosen.setdefault(t.number, Candidate(t, [])).labels.append(f"top {rank}")
+        chosen.setdefault(t.number, Candidate(t, [])).rank = rank
     return sorted(chosen.values(), key=lambda c: c.trial.number)
 
 
-_LABELS = {
-    "default": "default (0 workers)",
-    "rule_of_thumb": "rule of thumb (4 x CPUs, capped)",
-    "start_small": "start at 2",
-    "doubling": "doubling path",
-    "model_guess": "model-based guess",
-}
+def with_role(cands: list[Candidate], role: Role) -> Candidate | None:
+    """The measured candidate that stands for ``role``, if any."""
+    return next((c for c in cands if role in c.roles and c.values), None)
 
 
 @dataclass
@@ -97,7 +95,7 @@ class Recommendation:
     chosen: Candidate
     fastest: Candidate
     tolerance: float
-    speedups: dict[str, tuple[float, float, float]]  # label -> (median, low, high) ratios
+    speedups: dict[Role, tuple[float, float, float]]  # advice -> (median, low, high) ratios
 
 
 def paired(a: Candidate, b: Candidate) -> list[float]:
@@ -177,11 +175,9 @@ def recommend(cands: list[Candidate]) -> Recommendation:
     chosen, tolerance = min(within, key=lambda ct: _cost(ct[0]))
     speedups = {}
     for c in measured:
-        for label in c.labels:
-            if label.startswith("top"):
-                continue
+        for role in c.roles:
             mid, low, high, _ = compare(c, chosen)
-            speedups[label] = (mid, low, high)
+            speedups[role] = (mid, low, high)
     return Recommendation(chosen, fastest, tolerance, speedups)
 
 
@@ -203,135 +199,3 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
         if ratio > 1 + NOISE_FLOOR and ratio - noise <= 1 + NOISE_FLOOR:
             close.append(c)
     return [fastest, *close] if close else []
-
-
-def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
-    """``best_loader.yaml``: the loader group's keys, with where they came from as comments."""
-    lines = [f"# {h}" for h in header]
-    for key, value in settings.items():
-        if value is None:
-            text = "null"
-        elif isinstance(value, bool):
-            text = str(value).lower()
-        else:
-            text = str(value)
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines) + "\n"
-
-
-def verdict_markdown(
-    rec: Recommendation,
-    cands: list[Candidate],
-    unit: str = "ms",
-    guess: dict[str, Any] | None = None,
-    workers_range: dict[str, Any] | None = None,
-) -> str:
-    """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
-    rows = [
-        "| setting | num_workers | params | time per sample (median of repeats) | spread | "
-        "samples/s | memory MB | CPU % | bottleneck |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for c in _ranked(cands):
-        mark = " **recommended**" if c is rec.chosen else ""
-        rows.append(
-            f"| {c.name}{mark} | {c.workers} | {_params(c)} | {c.median:.4f} {unit} | "
-            f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
-            f"{statistics.median(c.memory_mb or [0]):,.0f} | "
-            f"{statistics.median(c.cpu_percent or [0]):.0f} | {c.bottleneck} |"
-        )
-    lines = [headline(rec, unit), "", *rows, ""]
-    lines += details(rec, cands, unit, guess, workers_range)
-    return "\n".join(lines) + "\n"
-
-
-def headline(rec: Recommendation, unit: str = "ms") -> str:
-    """The recommendation in one sentence, with what "within noise" was."""
-    return (
-        f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
-        f"the cheapest setting whose time per sample is within noise of the fastest "
-        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}): round by "
-        f"round its time over the fastest's, less the noise ({rec.tolerance:.1%}: down to "
-        f"the low end of a {COVERAGE:.0%} interval of those ratios), comes within "
-        f"{NOISE_FLOOR:.0%} of 1."
-    )
-
-
-def details(
-    rec: Recommendation,
-    cands: list[Candidate],
-    unit: str = "ms",
-    guess: dict[str, Any] | None = None,
-    workers_range: dict[str, Any] | None = None,
-) -> list[str]:
-    """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
-    text = [
-        f"- speed-up over {label}: {mid:.2f}x (rounds ranged {low:.2f}x to {high:.2f}x)"
-        for label, (mid, low, high) in rec.speedups.items()
-    ]
-    if rec.chosen.why:
-        text += ["", f"What limits it: {rec.chosen.why}"]
-    if guess:
-        measured = next((c for c in cands if "model-based guess" in c.labels), None)
-        line = (
-            f"Model-based guess (from the 0-worker trial: {guess['load_ms_per_batch']:.1f} ms to "
-            f"load a batch on {guess['cpu_share_of_loading']:.1f} cores, "
-            f"{guess['step_ms']:.1f} ms a step on {guess.get('step_cpu_cores', 0.0):.1f} cores): "
-            f"num_workers={guess['workers']} (bound: {guess['bound']}), predicted "
-            f"{guess['time_per_sample_ms']:.4f} {unit}"
-        )
-        if measured is not None and measured.values:
-            line += f", measured {measured.median:.4f} {unit}"
-        text += ["", line + "."]
-    if workers_range:
-        low, high, _ = workers_range["written"]
-        searched = workers_range["searched"]
-        how = "widened" if searched > high else "narrowed"
-        text += [
-            "",
-            f"The guess {how} the num_workers search range from {low}..{high} to "
-            f"{low}..{searched}.",
-        ]
-    return text
-
-
-def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> Any:
-    """The candidates as a rich table narrow enough for an 80-column terminal."""
-    from rich.table import Table
-
-    table = Table(title="the verdict: settings measured again, interleaved", title_justify="left")
-    table.add_column("setting", ratio=3)
-    table.add_column("params", ratio=2)
-    table.add_column(f"{unit}/sample", justify="right", no_wrap=True)
-    table.add_column("spread", justify="right", no_wrap=True)
-    table.add_column("MB", justify="right", no_wrap=True)
-    table.add_column("bottleneck", ratio=2)
-    for c in _ranked(cands):
-        name = f"[bold green]recommended[/] {c.name}" if c is rec.chosen else c.name
-        table.add_row(
-            name,
-            _params(c, short=True),
-            f"{c.median:.4f}",
-            f"{c.spread:.0%}",
-            f"{statistics.median(c.memory_mb or [0]):,.0f}",
-            c.bottleneck,
-        )
-    return table
-
-
-def _ranked(cands: list[Candidate]) -> list[Candidate]:
-    return sorted((c for c in cands if c.values), key=lambda c: c.median)
-
-
-_SHORT = {
-    "num_workers": "workers",
-    "prefetch_factor": "prefetch",
-    "pin_memory": "pin",
-    "persistent_workers": "persistent",
-    "batch_size": "batch",
-}
-
-
-def _params(c: Candidate, short: bool = False) -> str:
-    names = [(plain_key(k).split(".")[-1], v) for k, v in c.trial.params.items()]
-    return " ".join(f"{_SHORT.get(n, n) if short else n}={v}" for n, v in names)

@@ -1,7 +1,7 @@
 """The Hydra sweeper ``hydra/sweeper=loadertune``: an Optuna study over loader settings.
 
 This module is imported at every Hydra start, so it stays light: the engine (Optuna, MLflow,
-torch) lives in ``_impl`` and is imported only when a sweep runs.
+torch) starts in ``_entry`` and is imported only when a sweep runs.
 """
 
 from typing import Any
@@ -10,7 +10,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from .config import LoadertuneSweeperConf  # noqa: F401  (registers the schemas)
+from .config import LoadertuneSweeperConf, SweepSettings  # noqa: F401  (registers the schemas)
 
 
 class LoadertuneSweeper(Sweeper):
@@ -21,15 +21,15 @@ class LoadertuneSweeper(Sweeper):
             k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig) else v
             for k, v in settings.items()
         }
-        self._engine: Any = None
+        self._context: tuple[HydraContext, TaskFunction, DictConfig] | None = None
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        from ._impl import SweepEngine, SweepSettings
-
-        self._engine = SweepEngine(SweepSettings(**self._settings))
-        self._engine.setup(hydra_context, task_function, config)
+        self._context = (hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> None:
-        self._engine.sweep(arguments)
+        from ._entry import start
+
+        assert self._context is not None
+        start(SweepSettings(**self._settings), *self._context, arguments)

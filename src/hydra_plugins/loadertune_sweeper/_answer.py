@@ -1,0 +1,166 @@
+"""One trial, answered and recorded: refused, repeated or measured; then told and kept.
+
+A claimed trial's settings become overrides (``_plan``); a setting that cannot be valid is
+refused (PRUNED, ``invalid_config``), settings equal in effect to an earlier trial's are
+answered from that measurement (``repeat_of``), the rest are measured in a trial process.
+Then Optuna is told, and MLflow and the console get the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from omegaconf import DictConfig, OmegaConf
+from optuna.trial import TrialState
+
+from loadertune.config import RunConfig, to_run_config
+from loadertune.errors import ConfigError
+from loadertune.failures import INFEASIBLE
+from loadertune.search_rules import effective_key
+from loadertune.validation import validate
+
+from . import _fleet, _optuna_private, _study
+from ._plan import Composer, SweepPlan, overrides, suggest
+from ._runner import TrialOutcome
+
+if TYPE_CHECKING:
+    from ._console import SweepView
+    from ._record import SweepRecorder
+
+EFFECTIVE_KEY = "effective_key"
+REPEAT_OF = "repeat_of"
+
+# Run a trial process for these settings; the Optuna trial gets pruner reports.
+Measure = Callable[[optuna.Trial | None, DictConfig, RunConfig], TrialOutcome]
+
+
+@dataclass
+class Answer:
+    """How one trial is answered, before it is told and recorded."""
+
+    trial: optuna.Trial
+    state: TrialState
+    value: float | None = None
+    reason: str | None = None
+    error: str | None = None
+    yaml: str = ""
+    config: RunConfig | None = None
+    outcome: TrialOutcome | None = None
+    repeat_of: optuna.trial.FrozenTrial | None = None
+
+    @property
+    def measured(self) -> bool:
+        """A trial process ran (not refused, not a repeat)."""
+        return self.outcome is not None
+
+    def signature(self) -> str:
+        """The last line of a failure's traceback: the same bug gives the same line."""
+        lines = (self.error or "").strip().splitlines()
+        return lines[-1] if lines else "?"
+
+
+def answer_trial(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    plan: SweepPlan,
+    compose: Composer,
+    measure: Measure,
+    custom_search_space: str | None = None,
+) -> Answer:
+    """Answer a claimed trial's settings: refused, repeated, or measured."""
+    values = suggest(trial, plan, custom_search_space, compose.config)
+    lines = overrides(values, plan.fixed, plan.accelerator, plan.default_workers)
+    trial.set_user_attr("overrides", lines)
+    job_cfg = compose(lines, job_num=trial.number)
+    resolved = OmegaConf.to_yaml({k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True)
+    answer = Answer(trial, TrialState.PRUNED, yaml=resolved)
+    try:
+        answer.config = to_run_config(job_cfg)
+        validate(answer.config)
+    except ConfigError as exc:  # a setting the space should not allow
+        answer.reason, answer.error = "invalid_config", str(exc)
+        return answer
+    key = effective_key(answer.config, plan.accelerator)
+    trial.set_user_attr(EFFECTIVE_KEY, key)
+    earlier = _same_measurement(study, key, trial.number)
+    if earlier is not None:
+        trial.set_user_attr(REPEAT_OF, earlier.number)
+        answer.state, answer.value, answer.repeat_of = (
+            TrialState.COMPLETE,
+            earlier.value,
+            earlier,
+        )
+        return answer
+    outcome = measure(trial, job_cfg, answer.config)
+    answer.outcome = outcome
+    answer.reason, answer.error = outcome.reason, outcome.error
+    if outcome.status == "complete" and outcome.result is not None:
+        answer.state, answer.value = TrialState.COMPLETE, outcome.result.objective
+    elif outcome.status == "pruned" or outcome.reason in INFEASIBLE:
+        answer.state = TrialState.PRUNED
+    else:
+        answer.state = TrialState.FAIL
+    return answer
+
+
+def _same_measurement(study: optuna.Study, key: str, number: int) -> Any:
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.number != number and t.user_attrs.get(EFFECTIVE_KEY) == key:
+            return t
+    return None
+
+
+def tell_and_record(
+    study: optuna.Study,
+    v: Answer,
+    recorder: SweepRecorder,
+    view: SweepView,
+    index: int,
+) -> None:
+    """Tell Optuna, then record the trial in MLflow and on the console."""
+    trial, outcome = v.trial, v.outcome
+    if v.reason:
+        trial.set_user_attr(_study.REASON, v.reason)
+    if v.error:
+        trial.set_user_attr("error", v.error[-4000:])
+    if outcome is not None:
+        _keep_outcome(trial, outcome)
+    frozen = _optuna_private.tell(
+        study, trial, v.value if v.state == TrialState.COMPLETE else None, v.state
+    )
+    tags = {"reason": v.reason} if v.reason else {}
+    tags.update(_fleet.run_tags(frozen.user_attrs))
+    if v.repeat_of is not None:
+        tags["repeat_of"] = str(v.repeat_of.number)
+    if outcome is not None and (outcome.leaked_processes or outcome.shm_files_removed):
+        tags["cleanup"] = (
+            f"killed {outcome.leaked_processes} leftover processes, removed "
+            f"{outcome.shm_files_removed} /dev/shm files"
+        )
+    result = outcome.result if outcome else None
+    from mlflow.exceptions import MlflowException
+
+    try:
+        recorder.record_trial(
+            frozen, v.config, result, outcome.steps if outcome else [], v.yaml, tags
+        )
+    except MlflowException as exc:  # Optuna holds the trial; say so and carry on
+        view.note(f"trial {frozen.number} is in Optuna but MLflow refused it: {exc}")
+    view.trial(index, frozen, result)
+
+
+def _keep_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    """Keep with the trial what its process left behind and what the report plots."""
+    for name in ("wall_s", "leaked_processes", "shm_files_removed", "oom_kills"):
+        trial.set_user_attr(name, round(getattr(outcome, name), 3))
+    trial.set_user_attr("timed_steps", len(outcome.steps))
+    trial.set_user_attr("peak_memory_mb", round(outcome.peak_memory_bytes / 2**20, 1))
+    r = outcome.result
+    if r is not None:
+        trial.set_user_attr("peak_memory_mb", round(r.peak_memory_mb, 1))
+        trial.set_user_attr("cpu_percent_mean", round(r.cpu_percent_mean, 1))
+        trial.set_user_attr("data_wait_fraction", round(r.summary.data_wait_fraction, 4))
+        trial.set_user_attr("samples_per_s", round(r.summary.samples_per_s, 1))

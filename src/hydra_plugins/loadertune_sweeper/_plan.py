@@ -1,0 +1,213 @@
+"""What a sweep searches, and the translation between Optuna's values and Hydra's overrides.
+
+The plan is settled once, before the first trial: the search space (Hydra's sweep grammar
+turned into Optuna distributions), the fixed overrides, the workload it measures and where the
+study lives. Every trial then goes values -> overrides -> composed job config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf, open_dict
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+
+from loadertune.config import RunConfig, to_run_config
+from loadertune.search_rules import (
+    NEEDS_WORKERS,
+    applies,
+    plain_key,
+    suggestion_order,
+    workers_of,
+)
+
+from . import _study
+from ._search_space import parse_params
+from ._validate import check_settings
+
+if TYPE_CHECKING:
+    import optuna
+    from hydra.types import HydraContext
+
+    from .config import SweepSettings
+
+
+@dataclass
+class SweepPlan:
+    """What the sweep searches and where it records, settled before the first trial."""
+
+    space: dict[str, BaseDistribution]
+    fixed: dict[str, str]
+    base: RunConfig
+    accelerator: bool
+    storage: str
+    study_name: str
+    sweep_dir: Path
+    noop: list[str] = field(default_factory=list)
+    # The space as written, before the model-based guess re-ranged num_workers: baselines
+    # (the doubling path) follow the written range, not the searched one.
+    written: dict[str, BaseDistribution] = field(default_factory=dict)
+    default_workers: int = 0  # loader.num_workers when neither the space nor fixed sets it
+
+    def __post_init__(self) -> None:
+        self.written = self.written or dict(self.space)
+
+    def baseline_space(self) -> dict[str, BaseDistribution]:
+        """The space baselines may use: the written one, widened where the search widened."""
+        out = dict(self.written)
+        for key, dist in self.space.items():
+            old = out.get(key)
+            if isinstance(dist, IntDistribution) and isinstance(old, IntDistribution):
+                out[key] = IntDistribution(old.low, max(old.high, dist.high), step=old.step)
+        return out
+
+    def workers_key(self) -> str | None:
+        """The searched key of ``loader.num_workers`` (it may carry ``+``), if searched."""
+        return next((k for k in self.space if plain_key(k) == "loader.num_workers"), None)
+
+
+class Composer:
+    """Composes a trial's job config from overrides, as Hydra's own sweep would."""
+
+    def __init__(self, hydra_context: HydraContext, config: DictConfig) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+
+    def __call__(self, overrides: list[str], job_num: int) -> DictConfig:
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(cfg):
+            cfg.hydra.job.id = str(job_num)
+            cfg.hydra.job.num = job_num
+        return cfg
+
+    def run_config(self, overrides: list[str], job_num: int = 0) -> RunConfig:
+        """The typed, validated config those overrides give."""
+        return to_run_config(self(overrides, job_num))
+
+
+def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) -> SweepPlan:
+    """Parse the search space, compose one representative trial and settle the study."""
+    check_settings(settings)
+    space, fixed = parse_params(settings.params, arguments)
+    import torch  # once here, so every forked trial starts with it loaded
+
+    from loadertune.trial import resolve_device
+    from loadertune.validation import validate
+
+    config = compose.config
+    default_workers = int(config.loader.num_workers)
+    base_cfg = compose(first_point(space, fixed, default_workers), job_num=0)
+    base = to_run_config(base_cfg)
+    validate(base)
+    accelerator = torch.device(resolve_device(base.trial.device)).type in ("cuda", "xpu")
+    storage = _study.absolute_storage(settings.storage, base.paths.output_root)
+    name = settings.study_name or _study_name(base, base_cfg, space)
+    # Settings that cannot act on this device are not searched at all (not even by a grid).
+    noop = [k for k in space if not applies(k, 1, accelerator)]
+    space = {k: v for k, v in space.items() if k not in noop}
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    return SweepPlan(
+        space, fixed, base, accelerator, storage, name, sweep_dir, noop, {}, default_workers
+    )
+
+
+def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) -> str:
+    """The default study name: the workload's choices and a digest of its fixed settings."""
+    choices = {g: getattr(base, g).name for g in ("dataset", "storage", "model")}
+    measured: dict[str, Any] = {
+        k: OmegaConf.to_container(base_cfg[k], resolve=True)
+        for k in ("dataset", "storage", "model", "loader", "trial")
+    }
+    for key in space:  # swept keys are not part of the workload's identity
+        section, _, name = plain_key(key).partition(".")
+        if isinstance(measured.get(section), dict):
+            measured[section].pop(name, None)
+    return _study.default_study_name(choices, measured)
+
+
+def first_point(
+    space: dict[str, BaseDistribution], fixed: dict[str, str], default_workers: int
+) -> list[str]:
+    """Overrides for one representative trial: fixed values and each space's first value."""
+    values: dict[str, Any] = {}
+    for key, dist in space.items():
+        if isinstance(dist, CategoricalDistribution):
+            values[key] = dist.choices[0]
+        elif isinstance(dist, IntDistribution | FloatDistribution):
+            values[key] = dist.low
+    return overrides(values, fixed, accelerator=False, default_workers=default_workers)
+
+
+def overrides(
+    values: dict[str, Any], fixed: dict[str, str], accelerator: bool, default_workers: int
+) -> list[str]:
+    """The overrides of one trial: the settings that can act with its workers, on its device."""
+    workers = _workers(values, fixed, default_workers)
+    lines = [f"{k}={v}" for k, v in fixed.items() if applies(k, workers, accelerator)]
+    lines += [f"{k}={render(v)}" for k, v in values.items() if applies(k, workers, accelerator)]
+    return lines
+
+
+def _workers(values: dict[str, Any], fixed: dict[str, str], default: int) -> int:
+    found = workers_of(values)
+    if found is None:
+        found = workers_of(fixed, default)
+    return default if found is None else found
+
+
+def suggest(
+    trial: optuna.Trial,
+    plan: SweepPlan,
+    custom_search_space: str | None = None,
+    config: DictConfig | None = None,
+) -> dict[str, Any]:
+    """Ask the trial for each setting of the space that can act, ``num_workers`` first."""
+    values: dict[str, Any] = {}
+    for key in suggestion_order(list(plan.space)):
+        needs_workers = plain_key(key) in NEEDS_WORKERS
+        workers = _workers(values, plan.fixed, plan.default_workers) if needs_workers else 0
+        if not applies(key, workers, plan.accelerator):
+            continue
+        values[key] = suggest_one(trial, key, plan.space[key])
+    if custom_search_space:
+        from hydra.utils import get_method
+
+        get_method(custom_search_space)(config, trial)
+        values.update({k: v for k, v in trial.params.items() if k not in values})
+    return values
+
+
+def suggest_one(trial: optuna.Trial, key: str, dist: BaseDistribution) -> Any:
+    """One ``suggest_*`` call for ``dist``."""
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(key, dist.low, dist.high, step=dist.step, log=dist.log)
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(key, dist.choices)
+    raise TypeError(f"{key}: unsupported distribution {dist!r}")
+
+
+def render(value: Any) -> str:
+    """A Python value as override text Hydra parses back to the same value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        parser = OverridesParser.create()
+        try:
+            if parser.parse_override(f"k={value}").value() == value:
+                return value
+        except Exception:
+            pass
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)

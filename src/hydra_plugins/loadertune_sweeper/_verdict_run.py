@@ -1,0 +1,159 @@
+"""The verdict, run: measure the candidates again interleaved, recommend, export the loader.
+
+Handed a ``measure`` function (the sweep's way of running one trial process), so it needs
+neither the sweep loop nor the console: what a person should read comes back as text.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import _verdict, _verdict_text
+from ._baselines import Role
+from ._guess import study_guess, study_range
+from ._verdict import Candidate, Recommendation
+
+if TYPE_CHECKING:
+    import optuna
+
+    from loadertune.config import RunConfig
+    from loadertune.result import TrialResult
+
+    from ._plan import SweepPlan
+
+# Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
+Measure = Callable[[list[str], int], "TrialResult | None"]
+# The typed config these overrides give.
+ConfigOf = Callable[[list[str]], "RunConfig"]
+
+
+@dataclass
+class Verdict:
+    """What the verdict found and where it wrote it."""
+
+    rec: Recommendation
+    cands: list[Candidate]
+    markdown: str
+    loader_file: Path  # the config group option ``loader=best``
+
+    @property
+    def guess_measured_ms(self) -> float | None:
+        """The measured time per sample of the model-based guess's setting."""
+        guessed = _verdict.with_role(self.cands, Role.MODEL_GUESS)
+        return guessed.median if guessed else None
+
+
+@dataclass
+class VerdictRun:
+    """One verdict over a finished search."""
+
+    study: optuna.Study
+    plan: SweepPlan
+    measure: Measure
+    config_of: ConfigOf
+    stopped: Callable[[], bool]
+    note: Callable[[str], None]
+    memory_budget_mb: float
+
+    def run(self, top: int, repeats: int) -> Verdict | None:
+        """Measure the ``top`` settings and the baselines ``repeats`` times, recommend, export.
+
+        None when there is nothing to compare or the sweep was stopped.
+        """
+        cands = _verdict.candidates(self.study.trials, top)
+        if not cands:
+            return None
+        self.note(f"verdict: measuring {len(cands)} settings {repeats} times each, interleaved")
+        for round_ in range(repeats):
+            if not self._round(round_, cands):
+                return None
+        # Too close to call: a cheaper setting whose rounds neither clear it nor rule it out
+        # gets more rounds, side by side with the fastest, up to twice the repeats.
+        for extra in range(repeats):
+            unsure = _verdict.unsure(cands)
+            if not unsure:
+                break
+            names = ", ".join(f"trial {c.trial.number}" for c in unsure)
+            self.note(f"verdict: too close to call, one more round of {names}")
+            if not self._round(repeats + extra, unsure):
+                return None
+        if not any(c.values for c in cands):
+            return None
+        return self._conclude(cands)
+
+    def _round(self, round_: int, which: list[Candidate]) -> bool:
+        """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
+        from loadertune.diagnosis import diagnose_result
+
+        for c in which:
+            if self.stopped():
+                return False
+            overrides = [
+                *c.trial.user_attrs["overrides"],
+                f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
+            ]
+            r = self.measure(overrides, c.trial.number)
+            if r is None:
+                continue
+            c.values.append(r.objective)
+            c.rounds.append(round_)
+            c.samples_per_s.append(r.summary.samples_per_s)
+            c.memory_mb.append(r.peak_memory_mb)
+            c.cpu_percent.append(r.cpu_percent_mean)
+            d = diagnose_result(r, self.memory_budget_mb)
+            c.bottleneck, c.why = d.label, d.sentence
+        return True
+
+    def _conclude(self, cands: list[Candidate]) -> Verdict:
+        """Recommend, write verdict.md, verdict.png, best_loader.yaml and ``loader=best``."""
+        from ._report_plots import verdict_figure
+
+        rec = _verdict.recommend(cands)
+        guess = study_guess(self.study)
+        text = _verdict_text.verdict_markdown(
+            rec, cands, guess=guess, workers_range=study_range(self.study)
+        )
+        sweep_dir = self.plan.sweep_dir
+        (sweep_dir / "verdict.md").write_text(text)
+        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
+        loader_file = export(self.plan, rec, config)
+        verdict_figure(
+            self.study, cands, guess.as_attrs() if guess else None, sweep_dir / "verdict.png"
+        )
+        return Verdict(rec, cands, text, loader_file)
+
+
+def export(plan: SweepPlan, rec: Recommendation, config: RunConfig) -> Path:
+    """Write the recommended loader settings (``config``'s) where configs and code find them."""
+    from loadertune.loader import effective_settings
+
+    device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
+    settings = asdict(effective_settings(config.loader, device))
+    text = _verdict_text.loader_yaml(settings, _export_header(plan, rec))
+    (plan.sweep_dir / "best_loader.yaml").write_text(text)
+    group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
+    group.mkdir(parents=True, exist_ok=True)
+    (group / "best.yaml").write_text(text)
+    return group / "best.yaml"
+
+
+def _export_header(plan: SweepPlan, rec: Recommendation) -> list[str]:
+    """The comment lines of ``best_loader.yaml``: what, how fast, where measured, how to use."""
+    from loadertune.machine import machine_info
+
+    host = machine_info()
+    chosen = rec.chosen
+    return [
+        f"Recommended by loadertune for study {plan.study_name} (trial "
+        f"{chosen.trial.number}): {chosen.median:.4f} ms/sample, "
+        f"{statistics.median(chosen.samples_per_s):,.0f} samples/s median of "
+        f"{len(chosen.values)} repeats",
+        f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
+        f"gpu {host['gpu']}, torch {host['torch']}).",
+        "Use: loadertune loader=best  |  in training code: "
+        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
+    ]

@@ -1,0 +1,153 @@
+"""The verdict in words: the markdown of ``verdict.md``, the terminal table, the loader YAML.
+
+Statistics live in ``_verdict``; this module only says what they found.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from loadertune.search_rules import plain_key
+
+from ._baselines import Role
+from ._verdict import COVERAGE, NOISE_FLOOR, Candidate, Recommendation
+
+if TYPE_CHECKING:
+    from ._guess import Guess, WorkersRange
+
+
+def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
+    """``best_loader.yaml``: the loader group's keys, with where they came from as comments."""
+    lines = [f"# {h}" for h in header]
+    for key, value in settings.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = str(value)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def verdict_markdown(
+    rec: Recommendation,
+    cands: list[Candidate],
+    unit: str = "ms",
+    guess: Guess | None = None,
+    workers_range: WorkersRange | None = None,
+) -> str:
+    """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
+    rows = [
+        "| setting | num_workers | params | time per sample (median of repeats) | spread | "
+        "samples/s | memory MB | CPU % | bottleneck |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in _ranked(cands):
+        mark = " **recommended**" if c is rec.chosen else ""
+        rows.append(
+            f"| {c.name}{mark} | {c.workers} | {_params(c)} | {c.median:.4f} {unit} | "
+            f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
+            f"{statistics.median(c.memory_mb or [0]):,.0f} | "
+            f"{statistics.median(c.cpu_percent or [0]):.0f} | {c.bottleneck} |"
+        )
+    lines = [headline(rec, unit), "", *rows, ""]
+    lines += details(rec, cands, unit, guess, workers_range)
+    return "\n".join(lines) + "\n"
+
+
+def headline(rec: Recommendation, unit: str = "ms") -> str:
+    """The recommendation in one sentence, with what "within noise" was."""
+    return (
+        f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
+        f"the cheapest setting whose time per sample is within noise of the fastest "
+        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}): round by "
+        f"round its time over the fastest's, less the noise ({rec.tolerance:.1%}: down to "
+        f"the low end of a {COVERAGE:.0%} interval of those ratios), comes within "
+        f"{NOISE_FLOOR:.0%} of 1."
+    )
+
+
+def details(
+    rec: Recommendation,
+    cands: list[Candidate],
+    unit: str = "ms",
+    guess: Guess | None = None,
+    workers_range: WorkersRange | None = None,
+) -> list[str]:
+    """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
+    text = [
+        f"- speed-up over {role.label}: {mid:.2f}x (rounds ranged {low:.2f}x to {high:.2f}x)"
+        for role, (mid, low, high) in rec.speedups.items()
+    ]
+    if rec.chosen.why:
+        text += ["", f"What limits it: {rec.chosen.why}"]
+    if guess:
+        text += ["", _guess_line(guess, cands, unit)]
+    if workers_range:
+        low, high, _ = workers_range.written
+        how = "widened" if workers_range.widened else "narrowed"
+        text += [
+            "",
+            f"The guess {how} the num_workers search range from {low}..{high} to "
+            f"{low}..{workers_range.searched}.",
+        ]
+    return text
+
+
+def _guess_line(guess: Guess, cands: list[Candidate], unit: str) -> str:
+    """The model-based guess, what it came from, and what was measured for it."""
+    measured = next((c for c in cands if Role.MODEL_GUESS in c.roles), None)
+    line = (
+        f"Model-based guess (from the 0-worker trial: {guess.load_ms_per_batch:.1f} ms to "
+        f"load a batch on {guess.cpu_share_of_loading:.1f} cores, "
+        f"{guess.step_ms:.1f} ms a step on {guess.step_cpu_cores:.1f} cores): "
+        f"num_workers={guess.workers} (bound: {guess.bound.value}), predicted "
+        f"{guess.time_per_sample_ms:.4f} {unit}"
+    )
+    if measured is not None and measured.values:
+        line += f", measured {measured.median:.4f} {unit}"
+    return line + "."
+
+
+def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> Any:
+    """The candidates as a rich table narrow enough for an 80-column terminal."""
+    from rich.table import Table
+
+    table = Table(title="the verdict: settings measured again, interleaved", title_justify="left")
+    table.add_column("setting", ratio=3)
+    table.add_column("params", ratio=2)
+    table.add_column(f"{unit}/sample", justify="right", no_wrap=True)
+    table.add_column("spread", justify="right", no_wrap=True)
+    table.add_column("MB", justify="right", no_wrap=True)
+    table.add_column("bottleneck", ratio=2)
+    for c in _ranked(cands):
+        name = f"[bold green]recommended[/] {c.name}" if c is rec.chosen else c.name
+        table.add_row(
+            name,
+            _params(c, short=True),
+            f"{c.median:.4f}",
+            f"{c.spread:.0%}",
+            f"{statistics.median(c.memory_mb or [0]):,.0f}",
+            c.bottleneck,
+        )
+    return table
+
+
+def _ranked(cands: list[Candidate]) -> list[Candidate]:
+    return sorted((c for c in cands if c.values), key=lambda c: c.median)
+
+
+_SHORT = {
+    "num_workers": "workers",
+    "prefetch_factor": "prefetch",
+    "pin_memory": "pin",
+    "persistent_workers": "persistent",
+    "batch_size": "batch",
+}
+
+
+def _params(c: Candidate, short: bool = False) -> str:
+    names = [(plain_key(k).split(".")[-1], v) for k, v in c.trial.params.items()]
+    return " ".join(f"{_SHORT.get(n, n) if short else n}={v}" for n, v in names)

@@ -9,6 +9,7 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
+from hydra_plugins.loadertune_sweeper._guess import Bound, Guess
 from hydra_plugins.loadertune_sweeper._report_plots import draw_verdict, verdict_figure
 from hydra_plugins.loadertune_sweeper._verdict import Candidate, candidates
 
@@ -59,7 +60,14 @@ def recorded_study() -> tuple[optuna.Study, list[Candidate]]:
     return study, cands
 
 
-GUESS = {"workers": 3, "time_per_sample_ms": 3.0}
+GUESS = Guess(
+    workers=3,
+    time_per_sample_ms=3.0,
+    load_ms_per_batch=60.0,
+    step_ms=20.0,
+    cpu_share_of_loading=1.0,
+    bound=Bound.HIDES_LOADING,
+)
 
 
 def test_the_figure_is_written(tmp_path: Path) -> None:

@@ -243,7 +243,7 @@ class SweepEngine:
             verdict.rec,
             verdict.markdown,
             session.plan.sweep_dir,
-            guess.as_attrs() if guess else None,
+            guess,
             verdict.guess_measured_ms,
         )
         session.view.verdict(

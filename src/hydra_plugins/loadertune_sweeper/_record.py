@@ -14,7 +14,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from omegaconf import OmegaConf
@@ -25,6 +25,9 @@ from loadertune.result import TrialResult
 from loadertune.timing import StepRecord, summarize
 
 from . import _fleet
+
+if TYPE_CHECKING:
+    from ._guess import Guess
 
 _log = logging.getLogger(__name__)
 
@@ -190,7 +193,7 @@ class SweepRecorder:
         rec: Any,
         markdown: str,
         sweep_dir: Path,
-        guess: dict[str, Any] | None = None,
+        guess: Guess | None = None,
         guess_measured_ms: float | None = None,
     ) -> None:
         """The verdict on the parent run: tags, verdict.md, best_loader.yaml and its plot.
@@ -208,11 +211,11 @@ class SweepRecorder:
             rate = statistics.median(c.samples_per_s)
             self.client.log_metric(self.parent_id, "verdict_samples_per_s", rate)
         if guess:
-            self.client.log_metric(self.parent_id, "guess_num_workers", guess["workers"])
+            self.client.log_metric(self.parent_id, "guess_num_workers", guess.workers)
             self.client.log_metric(
-                self.parent_id, "guess_time_per_sample_ms", guess["time_per_sample_ms"]
+                self.parent_id, "guess_time_per_sample_ms", guess.time_per_sample_ms
             )
-            self.client.set_tag(self.parent_id, "guess.bound", guess["bound"])
+            self.client.set_tag(self.parent_id, "guess.bound", guess.bound.value)
         if guess_measured_ms is not None:
             self.client.log_metric(
                 self.parent_id, "guess_measured_time_per_sample_ms", guess_measured_ms

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from ._guess import Guess
     from ._verdict import Candidate
 
 PANELS = (
@@ -35,7 +36,7 @@ RECOMMENDED: dict[str, Any] = {"color": RECOMMENDED_COLOR, "linestyle": "--", "l
 def verdict_figure(
     study: optuna.Study,
     cands: list[Candidate],
-    guess: dict[str, Any] | None,
+    guess: Guess | None,
     out: Path,
     recommended: Candidate | None = None,
 ) -> Path:
@@ -61,7 +62,7 @@ def verdict_figure(
 def draw_verdict(
     study: optuna.Study,
     cands: list[Candidate],
-    guess: dict[str, Any] | None,
+    guess: Guess | None,
     recommended: Candidate | None = None,
 ) -> Figure:
     """The verdict's figure, not yet saved (see :func:`verdict_figure`)."""
@@ -109,7 +110,7 @@ def _recommended(cands: list[Candidate]) -> Candidate | None:
 
 
 def _time_panel(
-    ax: Axes, trials: list[FrozenTrial], cands: list[Candidate], guess: dict[str, Any] | None
+    ax: Axes, trials: list[FrozenTrial], cands: list[Candidate], guess: Guess | None
 ) -> None:
     """Time per sample: every trial, the verdict's repeats, the model-based prediction."""
     ax.scatter(
@@ -134,8 +135,8 @@ def _time_panel(
         )
     if guess:
         ax.scatter(
-            [guess["workers"]],
-            [guess["time_per_sample_ms"]],
+            [guess.workers],
+            [guess.time_per_sample_ms],
             marker="x",
             s=90,
             linewidths=2,

@@ -121,9 +121,7 @@ class VerdictRun:
         (sweep_dir / "verdict.md").write_text(text)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         loader_file = export(self.plan, rec, config)
-        verdict_figure(
-            self.study, cands, guess.as_attrs() if guess else None, sweep_dir / "verdict.png"
-        )
+        verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png")
         return Verdict(rec, cands, text, loader_file)
 
 

@@ -284,7 +284,10 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
         bound=Bound.CPUS,
     )
     ranged = WorkersRange("loader.num_workers", (0, 4, 1), 2)
-    view.verdict(rec, [default, thumb, chosen], Path("best.yaml"), guess, ranged)
+    from hydra_plugins.loadertune_sweeper._confidence import assess
+
+    assurance = assess(rec, [default, thumb, chosen], cpus=2, repeats=3)
+    view.verdict(rec, [default, thumb, chosen], assurance, Path("best.yaml"), guess, ranged)
     text = view.console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     for phrase in (
@@ -294,6 +297,7 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
         "num_workers=2 (bound: cpus)",
         "narrowed the num_workers search range from 0..4 to 0..2",
         "exported: best.yaml",
+        f"Confidence: {assurance.level.value}.",
     ):
         assert phrase in " ".join(text.split()), phrase
     (row,) = [line for line in text.splitlines() if "│ recommended" in line]

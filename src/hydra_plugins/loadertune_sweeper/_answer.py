@@ -25,13 +25,13 @@ from loadertune.validation import validate
 from . import _fleet, _optuna_private, _study
 from ._plan import Composer, SweepPlan, overrides, suggest
 from ._runner import TrialOutcome
+from ._study import REPEAT_OF
 
 if TYPE_CHECKING:
     from ._console import SweepView
     from ._record import SweepRecorder
 
 EFFECTIVE_KEY = "effective_key"
-REPEAT_OF = "repeat_of"
 
 # Run a trial process for these settings; the Optuna trial gets pruner reports.
 Measure = Callable[[optuna.Trial | None, DictConfig, RunConfig], TrialOutcome]
@@ -164,3 +164,5 @@ def _keep_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
         trial.set_user_attr("cpu_percent_mean", round(r.cpu_percent_mean, 1))
         trial.set_user_attr("data_wait_fraction", round(r.summary.data_wait_fraction, 4))
         trial.set_user_attr("samples_per_s", round(r.summary.samples_per_s, 1))
+        trial.set_user_attr("other_cpu_percent", round(r.other_cpu_percent, 1))
+        trial.set_user_attr("steal_percent", round(r.steal_percent, 1))

@@ -15,6 +15,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
+    from ._confidence import Assurance
     from ._guess import Guess, WorkersRange
     from ._plan import SweepPlan
     from ._verdict import Candidate, Recommendation
@@ -52,6 +53,7 @@ class SweepView:
         self,
         rec: Recommendation,
         cands: list[Candidate],
+        assurance: Assurance,
         loader: Path,
         guess: Guess | None = None,
         workers_range: WorkersRange | None = None,
@@ -59,9 +61,12 @@ class SweepView:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        from ._verdict_text import details, headline, verdict_table
+        from ._verdict_text import confidence_lines, details, headline, verdict_table
 
         self.console.print(Markdown(headline(rec)))
+        colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]
+        for i, line in enumerate(confidence_lines(assurance)):
+            self.console.print(f"[bold {colour}]{line}[/]" if i == 0 else line, highlight=False)
         self.console.print(verdict_table(rec, cands))
         self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
         self.console.print(f"exported: {loader}  (use: loadertune loader=best)")
@@ -76,6 +81,7 @@ class SweepView:
             outcome = f"{frozen.value:.4f} ms/sample"
             if result is not None:
                 outcome += f"  {result.summary.samples_per_s:,.0f} samples/s"
+                outcome += _window_note(result)
             if repeat is not None:
                 outcome += f"  [dim](same settings as trial {repeat}: not measured again)[/]"
         else:
@@ -131,3 +137,15 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")
     for name in ("mlflow", "matplotlib", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _window_note(result: TrialResult) -> str:
+    """How sure the figure is and what else ran: ``±1.2%  other work 35% cpu``."""
+    parts = []
+    if result.rate_ci_pct is not None:
+        parts.append(f"±{result.rate_ci_pct:.1f}%")
+    other = f"other work {result.other_cpu_percent:.0f}% cpu"
+    if result.steal_percent >= 0.5:
+        other += f", steal {result.steal_percent:.0f}%"
+    parts.append(other)
+    return "  [dim]" + "  ".join(parts) + "[/]"

@@ -18,16 +18,16 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from loadertune.config import RunConfig
 from loadertune.errors import ConfigError
 from loadertune.machine import memory_budget_bytes, usable_cpus
 
 from . import _baselines, _console, _fleet, _guess, _optuna_private, _study
 from ._answer import Answer, answer_trial, tell_and_record
 from ._baselines import Role
+from ._busy import BusyPolicy
+from ._measure import Measurer
 from ._plan import Composer, SweepPlan, make_plan
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
-from ._runner import Limits, TrialOutcome, run_trial_process
 from ._samplers import create_pruner, create_sampler
 from ._verdict_run import VerdictRun
 
@@ -35,9 +35,10 @@ if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
-    from loadertune.result import TrialResult
-
     from .config import SweepSettings
+
+
+REPEATS_IN_A_ROW = 10  # proposals of measured settings in a row that end a search
 
 
 @dataclass
@@ -121,6 +122,16 @@ class SweepEngine:
         if ranged:
             view.note(ranged)
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)
+        busy = BusyPolicy(s.busy, float(s.busy_wait_s), float(s.busy_cpu_percent), view.note)
+        self.measure = Measurer(
+            s,
+            self.compose,
+            self.task_function,
+            busy,
+            self.memory_budget,
+            lambda: self._stop_requested,
+        )
+        busy.at_start()
         recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
         slots = _study.Slots(
@@ -153,7 +164,7 @@ class SweepEngine:
     def _search(self, session: _Session, sampler: Any) -> str:
         """Run trials until the budget, the grid or a stop ends it; the parent run's status."""
         s, study, view = self.settings, session.study, session.view
-        ran = failed = 0
+        ran = failed = in_a_row = 0
         bugs: list[str] = []
         while session.budget.allows(ran) and not self._stop_requested:
             if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
@@ -168,15 +179,23 @@ class SweepEngine:
             tell_and_record(study, answer, session.recorder, session.view, ran + 1)
             if answer.reason == "interrupted":
                 break
-            ran += 1
+            # A repeat is answered from an earlier measurement: it does not use up n_trials.
+            ran += answer.repeat_of is None
+            in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
             self._queue_next(session, answer)
+            if in_a_row >= REPEATS_IN_A_ROW:
+                view.note(
+                    f"stopping: the sampler proposed {in_a_row} settings in a row that were "
+                    "measured already; the search space looks covered"
+                )
+                break
             if answer.measured:
                 bugs.append(answer.signature() if answer.reason == "dataset_error" else "")
             if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
                 view.dataset_bug(answer.error or "")
                 return "FAILED"
-            if failed and failed / ran > s.max_failure_rate:
+            if failed and failed / max(ran, 1) > s.max_failure_rate:
                 view.note(
                     f"stopping: {failed} of {ran} trials failed, above "
                     f"hydra.sweeper.max_failure_rate={s.max_failure_rate}"
@@ -201,6 +220,7 @@ class SweepEngine:
     def _finish(self, session: _Session, status: str) -> None:
         """Write the results and end the parent run, whatever stopped the sweep."""
         study, plan = session.study, session.plan
+        self.measure.busy.at_end()
         results = results_yaml(study, plan.storage)
         write_results(plan.sweep_dir, results)
         if results.get("best_value") is not None:
@@ -218,7 +238,7 @@ class SweepEngine:
             trial,
             session.plan,
             self.compose,
-            self._measure,
+            self.measure,
             self.settings.custom_search_space,
         )
 
@@ -230,7 +250,7 @@ class SweepEngine:
         verdict = VerdictRun(
             session.study,
             session.plan,
-            measure=self._measure_again,
+            measure=self.measure.again,
             config_of=self.compose.run_config,
             stopped=lambda: self._stop_requested,
             note=session.view.note,
@@ -241,6 +261,7 @@ class SweepEngine:
         guess = _guess.study_guess(session.study)
         session.recorder.log_verdict(
             verdict.rec,
+            verdict.assurance,
             verdict.markdown,
             session.plan.sweep_dir,
             guess,
@@ -249,44 +270,10 @@ class SweepEngine:
         session.view.verdict(
             verdict.rec,
             verdict.cands,
+            verdict.assurance,
             verdict.loader_file,
             guess,
             _guess.study_range(session.study),
-        )
-
-    def _measure_again(self, lines: list[str], job_num: int) -> TrialResult | None:
-        """One more measurement of a trial's settings, never pruned (for the verdict)."""
-        job_cfg = self.compose(lines, job_num=job_num)
-        return self._measure(None, job_cfg, self.compose.run_config(lines, job_num)).result
-
-    def _measure(
-        self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
-    ) -> TrialOutcome:
-        """Run one trial process; ``trial`` gets pruner reports (None: never pruned)."""
-        from loadertune.timing import summarize
-
-        s = self.settings
-
-        def on_progress(steps: list[Any]) -> bool:
-            if trial is None:
-                return False
-            per_sample = summarize(steps, config.loader.num_workers).time_per_sample_ms
-            trial.report(per_sample, step=len(steps))
-            return trial.should_prune()
-
-        limits = Limits(
-            wall_s=s.trial_timeout_s or config.trial.time_limit_s + 120.0,
-            stall_s=s.stall_timeout_s,
-            memory_bytes=self.memory_budget,
-        )
-        return run_trial_process(
-            self.compose.hydra_context,
-            self.task_function,
-            job_cfg,
-            on_progress,
-            s.report_every,
-            limits,
-            lambda: self._stop_requested,
         )
 
 

@@ -27,6 +27,7 @@ from loadertune.timing import StepRecord, summarize
 from . import _fleet
 
 if TYPE_CHECKING:
+    from ._confidence import Assurance
     from ._guess import Guess
 
 _log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ class SweepRecorder:
     def log_verdict(
         self,
         rec: Any,
+        assurance: Assurance,
         markdown: str,
         sweep_dir: Path,
         guess: Guess | None = None,
@@ -200,7 +202,9 @@ class SweepRecorder:
 
         Metrics: ``verdict_time_per_sample_ms`` and ``verdict_samples_per_s`` (medians of
         the recommendation's repeats: what ``scripts/train.py`` should reproduce),
-        ``verdict_tolerance``, and the model-based guess against its measurement
+        ``verdict_tolerance`` (the noise allowed for), ``verdict_noise`` (the noise measured), the
+        tags ``verdict.confidence`` and ``verdict.confidence_why``, and the model-based guess
+        against its measurement
         (``guess_num_workers``, ``guess_time_per_sample_ms``,
         ``guess_measured_time_per_sample_ms``).
         """
@@ -224,6 +228,11 @@ class SweepRecorder:
         self.client.set_tag(self.parent_id, "verdict.trial", str(c.trial.number))
         self.client.set_tag(self.parent_id, "verdict.bottleneck", c.bottleneck)
         self.client.set_tag(self.parent_id, "verdict.why", c.why)
+        self.client.set_tag(self.parent_id, "verdict.confidence", assurance.level.value)
+        self.client.set_tag(self.parent_id, "verdict.confidence_why", assurance.why)
+        if assurance.settle:
+            self.client.set_tag(self.parent_id, "verdict.settle", assurance.settle)
+        self.client.log_metric(self.parent_id, "verdict_noise", rec.noise)
         self.client.set_tag(self.parent_id, "mlflow.note.content", markdown)
         self.client.log_metric(self.parent_id, "verdict_time_per_sample_ms", c.median)
         self.client.log_metric(self.parent_id, "verdict_tolerance", rec.tolerance)

@@ -41,6 +41,7 @@ REASON = "reason"
 INTERRUPTED = "interrupted"  # the sweep that ran the trial died: it measured nothing
 OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
 LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
+REPEAT_OF = "repeat_of"  # a trial answered from an earlier one's measurement: not counted
 
 HEARTBEAT_S = 10  # a server-backed study's sweep records a heartbeat this often
 GRACE_S = 60  # a RUNNING trial whose heartbeat is older than this is failed by any host
@@ -184,8 +185,11 @@ def counts(trial: FrozenTrial) -> bool:
 
     Complete, pruned and failed trials do, and so does a running one (it will end); a trial
     lost with its sweep (``interrupted``) or given back (``over_budget``) does not: it
-    measured nothing, and another trial takes its place.
+    measured nothing, and another trial takes its place. Nor does a repeat (``repeat_of``):
+    it was answered from an earlier measurement, and ``n_trials`` counts settings measured.
     """
+    if trial.user_attrs.get(REPEAT_OF) is not None:
+        return False
     if trial.state == TrialState.FAIL:
         return trial.user_attrs.get(REASON) not in (*LOST, None)
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)

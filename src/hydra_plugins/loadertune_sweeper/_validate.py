@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .config import SweepSettings
 
 _KEY = "hydra.sweeper"
+BUSY_MODES = ("warn", "wait", "ignore")
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
 
 
@@ -38,7 +39,15 @@ def check_settings(s: SweepSettings) -> None:
             "must be in [0, 1]",
             "e.g. hydra.sweeper.max_failure_rate=1.0 to never stop for crashes",
         )
-    for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb"):
+    if s.busy not in BUSY_MODES:
+        raise ConfigError(
+            f"{_KEY}.busy",
+            s.busy,
+            f"is not one of {', '.join(BUSY_MODES)}",
+            "hydra.sweeper.busy=warn (say when other work touched the results), wait (wait "
+            "for quiet before each window) or ignore",
+        )
+    for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb", "busy_wait_s"):
         value = getattr(s, name)
         if value is not None and (not _number(value) or value <= 0):
             raise ConfigError(
@@ -46,9 +55,20 @@ def check_settings(s: SweepSettings) -> None:
                 value,
                 "must be > 0",
                 f"e.g. hydra.sweeper.{name}=60, or null"
-                if name != "stall_timeout_s"
-                else "e.g. hydra.sweeper.stall_timeout_s=60",
+                if name not in ("stall_timeout_s", "busy_wait_s")
+                else f"e.g. hydra.sweeper.{name}=60",
             )
+    if s.busy_wait_s is None:
+        raise ConfigError(
+            f"{_KEY}.busy_wait_s", None, "must be > 0", "e.g. hydra.sweeper.busy_wait_s=60"
+        )
+    if not _number(s.busy_cpu_percent) or s.busy_cpu_percent <= 0:
+        raise ConfigError(
+            f"{_KEY}.busy_cpu_percent",
+            s.busy_cpu_percent,
+            "must be a number > 0 (% of one core that other work may use)",
+            "e.g. hydra.sweeper.busy_cpu_percent=50",
+        )
     _direction(s.direction)
     if s.storage is not None:
         scheme = s.storage.split(":", 1)[0].split("+", 1)[0]

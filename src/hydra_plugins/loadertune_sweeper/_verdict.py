@@ -35,6 +35,9 @@ class Candidate:
     cpu_percent: list[float] = field(default_factory=list)
     samples_per_s: list[float] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)  # the round of each value (default: 0, 1..)
+    # CPU that other work took during each repeat's window, and steal, in % of one core.
+    other_cpu_percent: list[float] = field(default_factory=list)
+    steal_percent: list[float] = field(default_factory=list)
     bottleneck: str = ""
     why: str = ""
 
@@ -94,8 +97,13 @@ class Recommendation:
 
     chosen: Candidate
     fastest: Candidate
-    tolerance: float
+    tolerance: float  # the noise the decision allowed for: measured, at least NOISE_FLOOR
     speedups: dict[Role, tuple[float, float, float]]  # advice -> (median, low, high) ratios
+    noise: float = 0.0  # the noise measured, with no floor (see :func:`measured_noise`)
+
+    @property
+    def is_fastest(self) -> bool:
+        return self.chosen is self.fastest
 
 
 def paired(a: Candidate, b: Candidate) -> list[float]:
@@ -178,7 +186,20 @@ def recommend(cands: list[Candidate]) -> Recommendation:
         for role in c.roles:
             mid, low, high, _ = compare(c, chosen)
             speedups[role] = (mid, low, high)
-    return Recommendation(chosen, fastest, tolerance, speedups)
+    return Recommendation(chosen, fastest, tolerance, speedups, measured_noise(chosen, fastest))
+
+
+def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
+    """The noise the repeats showed, never a floor: how far below the median round-by-round
+    ratio of ``chosen`` over ``fastest`` the interval reaches or, when they are one setting,
+    the relative range of its repeats."""
+    if chosen is fastest:
+        return chosen.spread
+    ratios = paired(chosen, fastest)
+    if len(ratios) < 2:
+        return max(chosen.spread, fastest.spread)
+    low, _ = median_interval(ratios)
+    return max(statistics.median(ratios) - low, 0.0)
 
 
 def unsure(cands: list[Candidate]) -> list[Candidate]:

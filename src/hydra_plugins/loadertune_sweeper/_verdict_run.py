@@ -12,8 +12,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadertune.machine import usable_cpus
+
 from . import _verdict, _verdict_text
 from ._baselines import Role
+from ._confidence import Assurance, assess, still_open
 from ._guess import study_guess, study_range
 from ._verdict import Candidate, Recommendation
 
@@ -37,6 +40,7 @@ class Verdict:
 
     rec: Recommendation
     cands: list[Candidate]
+    assurance: Assurance
     markdown: str
     loader_file: Path  # the config group option ``loader=best``
 
@@ -71,19 +75,20 @@ class VerdictRun:
         for round_ in range(repeats):
             if not self._round(round_, cands):
                 return None
-        # Too close to call: a cheaper setting whose rounds neither clear it nor rule it out
-        # gets more rounds, side by side with the fastest, up to twice the repeats.
+        # Too close to call: a cheaper setting whose rounds neither clear it nor rule it out,
+        # or a setting that may still be faster than the pick, gets more rounds, side by
+        # side with the fastest, up to twice the repeats.
         for extra in range(repeats):
-            unsure = _verdict.unsure(cands)
-            if not unsure:
+            open_ = still_open(cands, repeats, usable_cpus())
+            if not open_:
                 break
-            names = ", ".join(f"trial {c.trial.number}" for c in unsure)
+            names = ", ".join(f"trial {c.trial.number}" for c in open_)
             self.note(f"verdict: too close to call, one more round of {names}")
-            if not self._round(repeats + extra, unsure):
+            if not self._round(repeats + extra, open_):
                 return None
         if not any(c.values for c in cands):
             return None
-        return self._conclude(cands)
+        return self._conclude(cands, repeats)
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
         """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
@@ -104,34 +109,55 @@ class VerdictRun:
             c.samples_per_s.append(r.summary.samples_per_s)
             c.memory_mb.append(r.peak_memory_mb)
             c.cpu_percent.append(r.cpu_percent_mean)
+            c.other_cpu_percent.append(r.other_cpu_percent)
+            c.steal_percent.append(r.steal_percent)
             d = diagnose_result(r, self.memory_budget_mb)
             c.bottleneck, c.why = d.label, d.sentence
         return True
 
-    def _conclude(self, cands: list[Candidate]) -> Verdict:
-        """Recommend, write verdict.md, verdict.png, best_loader.yaml and ``loader=best``."""
+    def _conclude(self, cands: list[Candidate], repeats: int) -> Verdict:
+        """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
+        ``loader=best``."""
         from ._report_plots import verdict_figure
 
         rec = _verdict.recommend(cands)
+        assurance = assess(rec, cands, usable_cpus(), repeats, search_busy(self.study))
         guess = study_guess(self.study)
         text = _verdict_text.verdict_markdown(
-            rec, cands, guess=guess, workers_range=study_range(self.study)
+            rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
         sweep_dir = self.plan.sweep_dir
         (sweep_dir / "verdict.md").write_text(text)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
-        loader_file = export(self.plan, rec, config)
+        loader_file = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png")
-        return Verdict(rec, cands, text, loader_file)
+        return Verdict(rec, cands, assurance, text, loader_file)
 
 
-def export(plan: SweepPlan, rec: Recommendation, config: RunConfig) -> Path:
+def search_busy(study: optuna.Study) -> list[float]:
+    """Each measured search trial's share of the CPUs that other work and steal took."""
+    from optuna.trial import TrialState
+
+    from ._confidence import busy_share
+
+    return [
+        busy_share(
+            [(t.user_attrs["other_cpu_percent"], t.user_attrs.get("steal_percent", 0.0))],
+            usable_cpus(),
+        )
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if "other_cpu_percent" in t.user_attrs
+    ]
+
+
+def export(plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: RunConfig) -> Path:
     """Write the recommended loader settings (``config``'s) where configs and code find them."""
     from loadertune.loader import effective_settings
 
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
-    text = _verdict_text.loader_yaml(settings, _export_header(plan, rec))
+    header = [*_export_header(plan, rec), *_verdict_text.confidence_lines(assurance)]
+    text = _verdict_text.loader_yaml(settings, header)
     (plan.sweep_dir / "best_loader.yaml").write_text(text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
     group.mkdir(parents=True, exist_ok=True)

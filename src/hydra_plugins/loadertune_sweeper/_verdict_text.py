@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from loadertune.search_rules import plain_key
 
 from ._baselines import Role
-from ._verdict import COVERAGE, NOISE_FLOOR, Candidate, Recommendation
+from ._verdict import COVERAGE, NOISE_FLOOR, Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
+    from ._confidence import Assurance
     from ._guess import Guess, WorkersRange
 
 
@@ -34,6 +35,7 @@ def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
 def verdict_markdown(
     rec: Recommendation,
     cands: list[Candidate],
+    assurance: Assurance,
     unit: str = "ms",
     guess: Guess | None = None,
     workers_range: WorkersRange | None = None,
@@ -41,8 +43,8 @@ def verdict_markdown(
     """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
     rows = [
         "| setting | num_workers | params | time per sample (median of repeats) | spread | "
-        "samples/s | memory MB | CPU % | bottleneck |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "samples/s | memory MB | CPU % | other work, CPU % | bottleneck |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in _ranked(cands):
         mark = " **recommended**" if c is rec.chosen else ""
@@ -50,23 +52,43 @@ def verdict_markdown(
             f"| {c.name}{mark} | {c.workers} | {_params(c)} | {c.median:.4f} {unit} | "
             f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
             f"{statistics.median(c.memory_mb or [0]):,.0f} | "
-            f"{statistics.median(c.cpu_percent or [0]):.0f} | {c.bottleneck} |"
+            f"{statistics.median(c.cpu_percent or [0]):.0f} | "
+            f"{statistics.median(c.other_cpu_percent or [0]):.0f} | {c.bottleneck} |"
         )
-    lines = [headline(rec, unit), "", *rows, ""]
+    lines = [headline(rec, unit), "", *confidence_lines(assurance), "", *rows, ""]
     lines += details(rec, cands, unit, guess, workers_range)
     return "\n".join(lines) + "\n"
 
 
 def headline(rec: Recommendation, unit: str = "ms") -> str:
-    """The recommendation in one sentence, with what "within noise" was."""
-    return (
-        f"**Recommended: num_workers={rec.chosen.workers}** (trial {rec.chosen.trial.number}): "
-        f"the cheapest setting whose time per sample is within noise of the fastest "
-        f"(trial {rec.fastest.trial.number}, {rec.fastest.median:.4f} {unit}): round by "
-        f"round its time over the fastest's, less the noise ({rec.tolerance:.1%}: down to "
-        f"the low end of a {COVERAGE:.0%} interval of those ratios), comes within "
-        f"{NOISE_FLOOR:.0%} of 1."
+    """The recommendation in one sentence, with the noise the repeats showed."""
+    chosen, fastest = rec.chosen, rec.fastest
+    head = f"**Recommended: num_workers={chosen.workers}** (trial {chosen.trial.number}): "
+    if rec.is_fastest:
+        return head + (
+            f"the fastest setting measured, {chosen.median:.4f} {unit} per sample (median of "
+            f"{len(chosen.values)} repeats, which spread {chosen.spread:.1%}), and no cheaper "
+            "setting came within noise of it."
+        )
+    ratio = compare(chosen, fastest)[0]
+    return head + (
+        f"the cheapest setting within noise of the fastest (trial {fastest.trial.number}, "
+        f"{fastest.median:.4f} {unit}): round by round its time is {ratio - 1:+.1%} against "
+        f"the fastest's at the median, and the noise measured reaches {rec.noise:.1%} below "
+        f"that (the low end of a {COVERAGE:.0%} interval of the ratios), so the gap is not a "
+        f"measured difference (the verdict never calls a gap under {NOISE_FLOOR:.0%} one)."
     )
+
+
+def confidence_lines(assurance: Assurance) -> list[str]:
+    """How sure the verdict is, why, and what would settle what is open."""
+    lines = [f"Confidence: {assurance.level.value}. {assurance.why}"]
+    if assurance.unsettled:
+        names = ", ".join(f"trial {c.trial.number} ({c.name})" for c in assurance.unsettled)
+        lines.append(f"Not told apart from the recommendation: {names}.")
+    if assurance.settle:
+        lines.append(f"What would settle it: {assurance.settle}.")
+    return lines
 
 
 def details(

@@ -161,6 +161,19 @@ class SweepSettings:
     # refused, since timings from different hardware do not compare.
     force_fingerprint: bool = False
 
+    # Other work on this machine: the CPU that processes outside the trial use, measured
+    # around every timed window (a trial's other_cpu_percent). "warn": say so at the start
+    # when the machine is already busy, and at the end when other work touched the results.
+    # "wait": also, before each timed window, wait until other work stays under
+    # busy_cpu_percent (at most busy_wait_s), and measure once more a setting whose window
+    # saw more. "ignore": say nothing. The verdict's confidence counts other work either way.
+    busy: str = "warn"
+    # Seconds busy=wait waits for the machine to quiet down before one timed window, > 0.
+    busy_wait_s: Any = 60.0
+    # Other work, in % of one core (100 = one core kept busy), above which the machine
+    # counts as busy; > 0. 50: other processes keep half a core busy on average.
+    busy_cpu_percent: Any = 50.0
+
 
 @dataclass
 class LoadertuneSweeperConf(SweepSettings):

@@ -1,0 +1,236 @@
+"""How sure the verdict is: ``high``, ``medium`` or ``low``, with the sentence that says why.
+
+A recommendation is only as good as the measurements behind it. Three things can make it
+wrong on a shared machine: another setting that may really be faster than the recommended
+one (the round-by-round ratios do not rule it out), repeats that scatter, and other work that
+took the CPUs while settings were timed. ``high`` needs all three clear: every other setting
+measured again is at most ``FASTER_BY`` faster than the recommendation even at the top of
+its interval, repeats agree within ``SPREAD_MEDIUM``, and other processes left the CPUs
+alone during the verdict and the search. A wrong pick labelled ``high`` is the one outcome
+the thresholds are set against: each can only lower the label.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ._verdict import Candidate, Recommendation, paired, recommend, unsure
+
+FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
+MARGIN = 0.025  # high: no other setting may be faster by more than this, at its interval's top
+# Two-sided 95% Student t quantiles by degrees of freedom: ``high`` asks that another
+# setting be no more than FASTER_BY faster even at the top of this stricter interval.
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+RATIO_MEDIUM = 0.06  # relative range of round-by-round ratios above which: medium
+RATIO_LOW = 0.15  # ... and low
+SPREAD_MEDIUM = 0.25  # relative range of one setting's repeats (drift included): medium
+SPREAD_LOW = 0.50  # ... and low
+BUSY_MEDIUM = 0.10  # share of the usable CPUs other work took above which: medium
+BUSY_LOW = 0.35  # ... and low
+
+
+class Confidence(str, Enum):
+    """How sure the verdict is."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+@dataclass(frozen=True)
+class Assurance:
+    """The verdict's confidence, why, and what would settle what is still open."""
+
+    level: Confidence
+    why: str
+    unsettled: list[Candidate] = field(default_factory=list)  # may be faster than the pick
+    settle: str = ""  # what would tell them apart ("" when nothing is open)
+    busy: bool = False  # other work on the machine is among the reasons
+
+
+def busy_share(windows: list[tuple[float, float]], cpus: int) -> float:
+    """Median share of the usable CPUs' capacity that other work and steal took (0..1), over
+    windows given as (other CPU %, steal %) of one core."""
+    if not windows:
+        return 0.0
+    return statistics.median((o + s) / (100.0 * max(cpus, 1)) for o, s in windows)
+
+
+def verdict_windows(cands: list[Candidate]) -> list[tuple[float, float]]:
+    """(other CPU %, steal %) of every verdict measurement."""
+    return [
+        (other, steal)
+        for c in cands
+        for other, steal in zip(
+            c.other_cpu_percent, c.steal_percent or [0.0] * len(c.other_cpu_percent), strict=True
+        )
+    ]
+
+
+def pooled_ratio_sd(cands: list[Candidate]) -> float:
+    """The sd of one log time ratio that all candidates' repeats show together.
+
+    A two-way fit over the rounds every candidate was measured in (log time = setting +
+    round + noise): the residuals pool what each round's drift does not explain, over
+    (settings - 1) x (rounds - 1) degrees of freedom, so three lucky rounds of one pair
+    cannot pass for a quiet machine when the other settings scattered. A ratio of two
+    settings carries the noise of both: sqrt(2) x the residual sd. 0 when there is too
+    little to fit.
+    """
+    measured = [c for c in cands if c.values]
+    shared = set.intersection(*(set(c.rounds or range(len(c.values))) for c in measured))
+    rounds = sorted(shared)
+    if len(measured) < 2 or len(rounds) < 2:
+        return 0.0
+    table = [
+        [
+            math.log(dict(zip(c.rounds or range(len(c.values)), c.values, strict=True))[r])
+            for r in rounds
+        ]
+        for c in measured
+    ]
+    rows = [statistics.mean(row) for row in table]
+    cols = [statistics.mean(col) for col in zip(*table, strict=True)]
+    grand = statistics.mean(rows)
+    residuals = [
+        x - rows[i] - cols[j] + grand for i, row in enumerate(table) for j, x in enumerate(row)
+    ]
+    df = (len(measured) - 1) * (len(rounds) - 1)
+    return math.sqrt(2 * sum(r * r for r in residuals) / df)
+
+
+def may_be_faster(chosen: Candidate, other: Candidate, pooled_sd: float = 0.0) -> float:
+    """How much faster ``other`` may be than ``chosen``: the top of a 95% interval of their
+    round-by-round time ratio (chosen over other, geometric mean), less 1, with the larger of
+    the pair's own sd and ``pooled_sd`` (:func:`pooled_ratio_sd`). Without two shared rounds,
+    from the extremes of the repeats."""
+    logs = [math.log(r) for r in paired(chosen, other)]
+    if len(logs) < 2:
+        return max(chosen.values) / min(other.values) - 1.0
+    t = T95.get(len(logs) - 1, 2.0)
+    sd = max(statistics.stdev(logs), pooled_sd)
+    return math.exp(statistics.mean(logs) + t * sd / math.sqrt(len(logs))) - 1.0
+
+
+def ratio_spread(chosen: Candidate, other: Candidate) -> float:
+    """Relative range of the round-by-round ratios of two settings: the noise that pairing
+    did not cancel (0 with fewer than two shared rounds)."""
+    ratios = paired(chosen, other)
+    if len(ratios) < 2:
+        return 0.0
+    return (max(ratios) - min(ratios)) / statistics.median(ratios)
+
+
+def assess(
+    rec: Recommendation,
+    cands: list[Candidate],
+    cpus: int,
+    repeats: int,
+    search_busy: list[float] | None = None,
+) -> Assurance:
+    """The confidence in ``rec``. ``search_busy``: each search trial's busy share (0..1)."""
+    chosen = rec.chosen
+    measured = [c for c in cands if c.values]
+    pooled = pooled_ratio_sd(measured)
+    unsettled = [
+        c for c in measured if c is not chosen and may_be_faster(chosen, c, pooled) > MARGIN
+    ]
+    spread = max(chosen.spread, rec.fastest.spread)
+    pairing = max((ratio_spread(chosen, c) for c in measured if c is not chosen), default=0.0)
+    busy = busy_share(verdict_windows(measured), cpus)
+    disturbed = sum(share >= BUSY_MEDIUM for share in search_busy or [])
+    reasons: list[tuple[Confidence, str]] = []
+    if len(chosen.values) < 2:
+        reasons.append(
+            (Confidence.LOW, f"the recommendation was measured {len(chosen.values)} time(s)")
+        )
+    elif len(chosen.values) < 3:
+        reasons.append(
+            (Confidence.MEDIUM, f"the recommendation was measured only {len(chosen.values)} times")
+        )
+    if pairing > RATIO_MEDIUM:
+        level = Confidence.LOW if pairing > RATIO_LOW else Confidence.MEDIUM
+        reasons.append((level, f"round-by-round ratios to it spread {pairing:.0%}"))
+    if spread > SPREAD_MEDIUM:
+        level = Confidence.LOW if spread > SPREAD_LOW else Confidence.MEDIUM
+        reasons.append((level, f"the machine's speed drifted: repeats spread {spread:.0%}"))
+    if busy >= BUSY_MEDIUM:
+        level = Confidence.LOW if busy >= BUSY_LOW else Confidence.MEDIUM
+        reasons.append(
+            (level, f"other processes took {busy:.0%} of the CPUs while it was measured")
+        )
+    if disturbed:
+        reasons.append(
+            (
+                Confidence.MEDIUM,
+                f"{disturbed} of {len(search_busy or [])} search trials ran while other work "
+                f"took {BUSY_MEDIUM:.0%} or more of the CPUs, so a setting they timed slow may "
+                "not have reached the verdict",
+            )
+        )
+    if unsettled:
+        names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
+        reasons.append(
+            (
+                Confidence.MEDIUM,
+                f"{names} may still be faster by more than {MARGIN:.1%} "
+                f"(up to {max(may_be_faster(chosen, c, pooled) for c in unsettled):.0%})",
+            )
+        )
+    if not reasons:
+        return Assurance(Confidence.HIGH, _clear(rec, measured, pairing, busy))
+    level = Confidence.LOW if any(lv == Confidence.LOW for lv, _ in reasons) else Confidence.MEDIUM
+    why = "; ".join(text for _, text in reasons) + "."
+    return Assurance(
+        level,
+        why[0].upper() + why[1:],
+        unsettled,
+        _settle(unsettled, busy, repeats),
+        busy >= BUSY_MEDIUM,
+    )
+
+
+def _clear(rec: Recommendation, measured: list[Candidate], pairing: float, busy: float) -> str:
+    """Why ``high``: the figures that cleared each risk."""
+    others = len(measured) - 1
+    faster = (
+        "It is the fastest setting measured"
+        if rec.is_fastest
+        else f"It is within {rec.noise:.1%} of the fastest"
+    )
+    return (
+        f"{faster}; none of the {others} other settings measured again can be more than "
+        f"{MARGIN:.1%} faster (95% interval); round-by-round ratios agree within "
+        f"{pairing:.0%}; other processes took {busy:.0%} of the CPUs."
+    )
+
+
+def _settle(unsettled: list[Candidate], busy: float, repeats: int) -> str:
+    """What would tell the open settings apart."""
+    if busy >= BUSY_MEDIUM:
+        return (
+            "a quieter machine (run again when other work has stopped, or hydra.sweeper.busy=wait)"
+        )
+    if unsettled:
+        return f"{repeats} more rounds: run again with hydra.sweeper.verdict_repeats={2 * repeats}"
+    return "more repeats on a quieter machine"
+
+
+def still_open(cands: list[Candidate], repeats: int, cpus: int) -> list[Candidate]:
+    """The settings one more round could still tell apart, or [] when nothing is open.
+
+    The fastest and the cheaper settings too close to call, and any setting that may beat
+    the pick; not while other work is what blurs them: rounds on a busy machine buy nothing.
+    """
+    close = unsure(cands)
+    if not any(c.values for c in cands):
+        return close
+    rec = recommend(cands)
+    assurance = assess(rec, cands, cpus, repeats)
+    if assurance.busy or not (close or assurance.unsettled):
+        return close if not assurance.busy else []
+    wanted = [*close, rec.chosen, rec.fastest, *assurance.unsettled]
+    return list({id(c): c for c in wanted}.values())

@@ -1,0 +1,91 @@
+"""One timed window in its own trial process, with the machine's other work in view.
+
+The engine's way to measure: the limits a trial process runs under, the pruner's reports
+while it runs, and what ``hydra.sweeper.busy`` asks for around the window (wait for quiet
+before it, measure once more a window other work disturbed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loadertune.config import RunConfig
+
+from ._busy import BusyPolicy
+from ._plan import Composer
+from ._runner import Limits, TrialOutcome, run_trial_process
+
+if TYPE_CHECKING:
+    import optuna
+    from hydra.types import TaskFunction
+    from omegaconf import DictConfig
+
+    from loadertune.result import TrialResult
+
+    from .config import SweepSettings
+
+
+@dataclass
+class Measurer:
+    """Runs trial processes for one sweep; the only place one is started."""
+
+    settings: SweepSettings
+    compose: Composer
+    task_function: TaskFunction
+    busy: BusyPolicy
+    memory_budget: int  # bytes, for the trial's process tree
+    stopped: Callable[[], bool]
+
+    def __call__(
+        self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
+    ) -> TrialOutcome:
+        """Measure once (``trial`` gets pruner reports; None: never pruned), and once more
+        without the pruner when ``busy=wait`` and other work disturbed the window."""
+        what = f"trial {job_cfg.hydra.job.num}" + ("" if trial is not None else " (verdict)")
+        self.busy.before_window(self.stopped)
+        outcome = self._run(trial, job_cfg, config)
+        if outcome.result is not None and self.busy.measure_again(outcome.result):
+            self.busy.seen(what, outcome.result)
+            self.busy.note(f"busy: other work disturbed {what}; measuring it once more")
+            self.busy.before_window(self.stopped)
+            again = self._run(None, job_cfg, config)
+            if again.result is not None:
+                outcome = again
+        self.busy.seen(what, outcome.result)
+        return outcome
+
+    def again(self, lines: list[str], job_num: int) -> TrialResult | None:
+        """One more measurement of a trial's settings, never pruned (for the verdict)."""
+        job_cfg = self.compose(lines, job_num=job_num)
+        return self(None, job_cfg, self.compose.run_config(lines, job_num)).result
+
+    def _run(
+        self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
+    ) -> TrialOutcome:
+        from loadertune.timing import summarize
+
+        s = self.settings
+
+        def on_progress(steps: list[Any]) -> bool:
+            if trial is None:
+                return False
+            per_sample = summarize(steps, config.loader.num_workers).time_per_sample_ms
+            trial.report(per_sample, step=len(steps))
+            return trial.should_prune()
+
+        limits = Limits(
+            wall_s=s.trial_timeout_s or config.trial.time_limit_s + 120.0,
+            stall_s=s.stall_timeout_s,
+            memory_bytes=self.memory_budget,
+        )
+        return run_trial_process(
+            self.compose.hydra_context,
+            self.task_function,
+            job_cfg,
+            on_progress,
+            s.report_every,
+            limits,
+            self.stopped,
+        )

@@ -1,0 +1,86 @@
+"""The verdict's confidence, on hand-made and simulated measurements (no timing here)."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.distributions import IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper import _confidence, _verdict
+from hydra_plugins.loadertune_sweeper._confidence import Confidence
+from tests.verdict_sim import REGIMES, tally
+
+
+def _cand(workers: int, values: list[float], other: float = 5.0) -> _verdict.Candidate:
+    trial = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 8)},
+        value=min(values),
+    )
+    trial.number = workers
+    c = _verdict.Candidate(trial, [])
+    c.values = list(values)
+    c.rounds = list(range(len(values)))
+    c.memory_mb = [100.0 * (1 + workers)] * len(values)
+    c.other_cpu_percent = [other] * len(values)
+    c.steal_percent = [0.0] * len(values)
+    return c
+
+
+def _assess(cands: list[_verdict.Candidate]) -> _confidence.Assurance:
+    rec = _verdict.recommend(cands)
+    return _confidence.assess(rec, cands, cpus=2, repeats=3)
+
+
+def test_a_clear_winner_on_a_quiet_machine_is_high() -> None:
+    best = _cand(2, [1.00, 1.01, 0.99])
+    got = _assess([best, _cand(0, [2.0, 2.02, 1.98]), _cand(4, [1.20, 1.21, 1.19])])
+    assert got.level == Confidence.HIGH
+    assert "fastest setting measured" in got.why
+    assert got.unsettled == [] and got.settle == ""
+
+
+def test_a_cheaper_pick_that_may_be_slower_is_not_high() -> None:
+    # Within noise of the fastest by the verdict's rule, yet up to 8% slower in one round.
+    fast = _cand(4, [1.00, 1.00, 1.00])
+    cheap = _cand(2, [1.00, 1.08, 1.02])
+    got = _assess([fast, cheap])
+    assert got.level == Confidence.MEDIUM
+    assert [c.workers for c in got.unsettled] == [4]
+    assert "more rounds" in got.settle and "verdict_repeats=6" in got.settle
+
+
+@pytest.mark.parametrize(
+    ("other", "level"), [(5.0, Confidence.HIGH), (40.0, Confidence.MEDIUM), (90.0, Confidence.LOW)]
+)
+def test_other_work_lowers_the_label(other: float, level: Confidence) -> None:
+    cands = [_cand(2, [1.00, 1.01, 0.99], other), _cand(0, [2.0, 2.02, 1.98], other)]
+    got = _assess(cands)
+    assert got.level == level
+    if level != Confidence.HIGH:
+        assert "other processes took" in got.why.lower()
+        assert "quieter machine" in got.settle
+
+
+def test_scattered_repeats_are_low() -> None:
+    # The machine's speed halves between rounds, and the pairing does not hold either.
+    got = _assess([_cand(2, [1.0, 1.9, 1.1]), _cand(0, [2.0, 2.1, 3.9])])
+    assert got.level == Confidence.LOW
+
+
+def test_one_measurement_is_never_high() -> None:
+    got = _assess([_cand(2, [1.0]), _cand(0, [2.0])])
+    assert got.level == Confidence.LOW
+
+
+@pytest.mark.parametrize("regime", sorted(REGIMES))
+def test_a_wrong_pick_is_never_labelled_high(regime: str) -> None:
+    counts = tally(seed=7, regime=REGIMES[regime], n=300)
+    assert counts[("high", True)] == 0, counts
+
+
+def test_quiet_verdicts_are_mostly_high() -> None:
+    # A label that is never high would pass the test above; on a quiet machine most are.
+    counts = tally(seed=7, regime=REGIMES["quiet"], n=300)
+    assert counts[("high", False)] >= 0.7 * 300, counts
+    assert sum(n for (level, _), n in counts.items() if level == "low") == 0, counts

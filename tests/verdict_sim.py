@@ -1,0 +1,87 @@
+"""Simulated verdicts with a known answer: how often the confidence label is wrong.
+
+Each scenario draws 2 to 5 settings with true times per sample (ties, small gaps of a few
+percent and large ones), then "measures" them the way a verdict does, round by round and
+interleaved: every round the machine's speed drifts for all settings alike (``drift``), each
+measurement has its own noise (``noise``), and other work takes ``busy`` % of one core. The
+real recommend / still_open / assess code runs on the values. A pick is wrong when its true
+time is more than ``FASTER_BY`` above the true best's; the count that matters is wrong picks
+labelled ``high``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from optuna.distributions import IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper import _confidence, _verdict
+
+REPEATS = 3
+CPUS = 2
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How a machine behaves while a verdict measures."""
+
+    drift: float  # sd of the log speed of the machine, round to round
+    noise: float  # sd of the log time of one measurement on top of the drift
+    busy: float  # mean CPU other work takes, % of one core
+
+
+REGIMES = {
+    "quiet": Regime(0.02, 0.01, 5.0),
+    "drifting": Regime(0.10, 0.02, 5.0),
+    "noisy": Regime(0.10, 0.05, 15.0),
+    "busy": Regime(0.30, 0.08, 60.0),
+    "overloaded": Regime(0.30, 0.15, 120.0),
+}
+
+
+def _candidate(workers: int, true_ms: float, number: int) -> _verdict.Candidate:
+    trial = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 64)},
+        value=true_ms,
+    )
+    trial.number = number
+    return _verdict.Candidate(trial, [])
+
+
+def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence, bool]:
+    """One simulated verdict: (its confidence, whether its pick is wrong)."""
+    workers = sorted(rng.sample(range(9), rng.randint(2, 5)))
+    gaps = [0.0, 0.0, rng.uniform(0, 0.15), rng.uniform(0, 0.6)]
+    truth = {w: 1.0 + rng.choice(gaps) for w in workers}
+    cands = [_candidate(w, truth[w], i) for i, w in enumerate(workers)]
+
+    def measure(round_: int, which: list[_verdict.Candidate]) -> None:
+        speed = rng.lognormvariate(0, regime.drift)
+        for c in which:
+            c.values.append(truth[c.workers] * speed * rng.lognormvariate(0, regime.noise))
+            c.rounds.append(round_)
+            c.memory_mb.append(100.0 + 50.0 * c.workers)
+            c.other_cpu_percent.append(max(0.0, rng.gauss(regime.busy, regime.busy / 3)))
+            c.steal_percent.append(0.0)
+
+    for round_ in range(REPEATS):
+        measure(round_, cands)
+    for extra in range(REPEATS):
+        open_ = _confidence.still_open(cands, REPEATS, CPUS)
+        if not open_:
+            break
+        measure(REPEATS + extra, open_)
+    rec = _verdict.recommend(cands)
+    level = _confidence.assess(rec, cands, CPUS, REPEATS).level
+    wrong = truth[rec.chosen.workers] > (1 + _confidence.FASTER_BY) * min(truth.values())
+    return level, wrong
+
+
+def tally(seed: int, regime: Regime, n: int) -> Counter[tuple[str, bool]]:
+    """(label, wrong) counts over ``n`` simulated verdicts."""
+    rng = random.Random(seed)
+    return Counter((lv.value, wrong) for lv, wrong in (verdict(rng, regime) for _ in range(n)))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loadertune.diagnosis import diagnose
+from loadertune.diagnosis import BUSY_MACHINE, LABELS, diagnose
 
 BASE: dict[str, Any] = {
     "num_workers": 2,
@@ -19,7 +19,7 @@ BASE: dict[str, Any] = {
     "memory_budget_mb": 10_000.0,
 }
 
-CASES = [
+CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"data_wait_fraction": 0.02}, "compute-bound", "more workers cannot"),
     ({"num_workers": 0}, "loading in the training process", "workers would overlap"),
     ({"cpu_percent_mean": 190.0}, "cpu-bound loading", "95% of the 2 usable CPUs"),
@@ -51,6 +51,26 @@ CASES = [
         "storage-bound",
         "more workers only queue",
     ),
+    # Other processes took a quarter of the usable CPUs or more while the step waited:
+    # neither loading nor the storage can be blamed, whatever the tree's own CPU.
+    (
+        {"cpu_percent_mean": 190.0, "other_cpu_percent": 100.0},
+        "busy machine",
+        "other processes kept 50% of the 2 usable CPUs busy (100% of one core)",
+    ),
+    (
+        {"cpu_percent_mean": 60.0, "other_cpu_percent": 40.0, "steal_percent": 15.0},
+        "busy machine",
+        "(40% of one core and the hypervisor stole 15%) while the step waited 50%",
+    ),
+    ({"cpu_percent_mean": 60.0, "other_cpu_percent": 45.0}, "io-bound", "waiting on reads"),
+    ({"cpu_percent_mean": 190.0, "other_cpu_percent": 45.0}, "cpu-bound loading", "95%"),
+    # A step that hardly waits is compute-bound on a busy machine too.
+    (
+        {"data_wait_fraction": 0.02, "other_cpu_percent": 150.0},
+        "compute-bound",
+        "more workers cannot",
+    ),
 ]
 
 
@@ -66,3 +86,19 @@ def test_memory_without_budget_is_not_a_limit() -> None:
     d = diagnose(**{**BASE, "peak_memory_mb": 9_000.0, "memory_budget_mb": None})
     assert d.label == "io-bound"
     assert "memory_share_of_budget" not in d.evidence
+
+
+def test_busy_machine_is_relative_to_the_usable_cpus() -> None:
+    # One core of other work is half of 2 usable CPUs but an eighth of 8.
+    few = diagnose(**{**BASE, "other_cpu_percent": 100.0})
+    many = diagnose(**{**BASE, "other_cpu_percent": 100.0, "usable_cpus": 8})
+    assert few.label == BUSY_MACHINE
+    assert many.label == "io-bound"
+    assert few.evidence["other_share_of_usable"] == 0.5
+    assert many.evidence["other_cpu_percent"] == 100.0
+    assert "other_cpu_percent" not in diagnose(**BASE).evidence  # quiet: nothing to say
+
+
+def test_every_label_is_listed() -> None:
+    seen = {diagnose(**{**BASE, **change}).label for change, _, _ in CASES}
+    assert seen == set(LABELS)

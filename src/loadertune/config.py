@@ -39,10 +39,17 @@ class LoaderConfig:
 
 @dataclass
 class TrialConfig:
-    """How one configuration is measured."""
+    """How one configuration is measured (``conf/trial/default.yaml`` says each key's range).
+
+    ``steps`` timed steps at least, ``max_steps`` at most (None: 8 x ``steps``): in between,
+    timing stops once the time per sample is known within ``precision`` (the relative
+    half-width of its ~95% interval; None: exactly ``steps``).
+    """
 
     warmup_steps: int = 5
     steps: int = 40
+    max_steps: int | None = None
+    precision: float | None = 0.02
     device: str = "auto"
     time_limit_s: float = 300.0
     sample_hz: float = 10.0

@@ -4,6 +4,10 @@ A label answers "why is this setting as fast as it is, and what would help":
 
 - ``compute-bound``: the step waited for data less than ``WAIT_LOW`` of the time; the model
   step is the limit, and more workers cannot help.
+- ``busy machine``: the step waited for data while processes outside the trial (and a
+  hypervisor's steal) kept ``OTHER_BUSY`` of the usable CPUs' capacity or more busy: the
+  waits are partly theirs, so neither loading nor storage can be blamed; measure again on a
+  quieter machine, or compare settings measured side by side.
 - ``loading in the training process``: ``num_workers=0`` and the step waits; workers would
   overlap loading with the step.
 - ``cpu-bound loading``: waiting for data while the process tree keeps the usable CPUs busy;
@@ -30,10 +34,12 @@ CPU_BUSY = 0.85  # share of the usable CPUs above which loading is CPU-bound
 COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the limit
 MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
 STORAGE_BUSY = 0.90  # share of the window a device's slots or channel were busy: saturated
+OTHER_BUSY = 0.25  # share of the usable CPUs' capacity other work took: a busy machine
 
 MEMORY_LIMITED = "memory-limited"
 COPY_BOUND = "copy-bound"
 COMPUTE_BOUND = "compute-bound"
+BUSY_MACHINE = "busy machine"
 LOADING_IN_PROCESS = "loading in the training process"
 STORAGE_BOUND = "storage-bound"
 CPU_BOUND_LOADING = "cpu-bound loading"
@@ -42,6 +48,7 @@ LABELS = (
     MEMORY_LIMITED,
     COPY_BOUND,
     COMPUTE_BOUND,
+    BUSY_MACHINE,
     LOADING_IN_PROCESS,
     STORAGE_BOUND,
     CPU_BOUND_LOADING,
@@ -72,6 +79,13 @@ class _Figures:
     memory_budget_mb: float | None
     slots: float | None  # a throttled device's read slots in use, share of the window
     channel: float | None  # its bandwidth in use, share of the window
+    other_cpu_percent: float = 0.0  # other processes over the window, % of one core
+    steal_percent: float = 0.0  # the hypervisor's steal over the window, % of one core
+
+    @property
+    def other_share(self) -> float:
+        """Other work and steal, as a share of the usable CPUs' capacity."""
+        return (self.other_cpu_percent + self.steal_percent) / (100.0 * max(self.usable_cpus, 1))
 
 
 def diagnose(
@@ -85,12 +99,16 @@ def diagnose(
     peak_memory_mb: float,
     memory_budget_mb: float | None = None,
     storage: Mapping[str, float] | None = None,
+    other_cpu_percent: float = 0.0,
+    steal_percent: float = 0.0,
 ) -> Diagnosis:
     """Label one trial from its summary figures (see the module docstring for the rules).
 
     ``storage`` holds what the storage measured over the window (``TrialResult.storage``);
     a throttled device's ``storage_busy_fraction`` and ``storage_bandwidth_fraction`` tell a
-    saturated device from one with room for more reads in flight.
+    saturated device from one with room for more reads in flight. ``other_cpu_percent`` and
+    ``steal_percent`` are the CPU other processes and the hypervisor took over the window
+    (:mod:`loadertune.interference`), in % of one core.
     """
     storage = storage or {}
     f = _Figures(
@@ -103,6 +121,8 @@ def diagnose(
         memory_budget_mb=memory_budget_mb,
         slots=storage.get("storage_busy_fraction"),
         channel=storage.get("storage_bandwidth_fraction"),
+        other_cpu_percent=other_cpu_percent,
+        steal_percent=steal_percent,
     )
     evidence = _evidence(f, storage)
     for rule in _RULES:
@@ -125,6 +145,10 @@ def _evidence(f: _Figures, storage: Mapping[str, float]) -> dict[str, Any]:
     for key in ("storage_read_mb_per_s", "storage_busy_fraction", "storage_bandwidth_fraction"):
         if key in storage:
             evidence[key] = round(storage[key], 3)
+    if f.other_cpu_percent or f.steal_percent:
+        evidence["other_cpu_percent"] = round(f.other_cpu_percent, 1)
+        evidence["steal_percent"] = round(f.steal_percent, 1)
+        evidence["other_share_of_usable"] = round(f.other_share, 3)
     if f.memory_budget_mb:
         evidence["memory_share_of_budget"] = round(f.peak_memory_mb / f.memory_budget_mb, 3)
     return evidence
@@ -162,6 +186,20 @@ def _compute_bound(f: _Figures) -> _Found:
         COMPUTE_BOUND,
         f"the model step is the limit (waiting for data is {f.data_wait_fraction:.0%} of the "
         "time); more workers cannot make it faster.",
+    )
+
+
+def _busy_machine(f: _Figures) -> _Found:
+    if f.other_share < OTHER_BUSY:
+        return None
+    steal = f" and the hypervisor stole {f.steal_percent:.0f}%" if f.steal_percent >= 0.5 else ""
+    return (
+        BUSY_MACHINE,
+        f"other processes kept {f.other_share:.0%} of the {f.usable_cpus} usable CPUs busy "
+        f"({f.other_cpu_percent:.0f}% of one core{steal}) while the step waited "
+        f"{f.data_wait_fraction:.0%} of the time; the waits are partly theirs, so this figure "
+        "says little about loading: measure again on a quieter machine, or compare settings "
+        "measured side by side.",
     )
 
 
@@ -221,6 +259,7 @@ _RULES: tuple[Callable[[_Figures], _Found], ...] = (
     _memory_limited,
     _copy_bound,
     _compute_bound,
+    _busy_machine,
     _loading_in_process,
     _storage_bound,
     _cpu_bound_loading,
@@ -241,4 +280,6 @@ def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagn
         peak_memory_mb=result.peak_memory_mb,
         memory_budget_mb=memory_budget_mb,
         storage=getattr(result, "storage", None),
+        other_cpu_percent=getattr(result, "other_cpu_percent", 0.0),
+        steal_percent=getattr(result, "steal_percent", 0.0),
     )

@@ -23,7 +23,11 @@ console = Console(stderr=True)
 
 @contextmanager
 def step_progress(config: RunConfig) -> Iterator[StepCallback]:
-    """A progress bar over warm-up and timed steps; yields the ``on_step`` callback."""
+    """A progress bar over warm-up and timed steps; yields the ``on_step`` callback.
+
+    Timing runs ``trial.steps`` steps at least and more until the rate is known within
+    ``trial.precision``, so past the minimum the bar grows with the steps.
+    """
     total = config.trial.warmup_steps + config.trial.steps
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -33,9 +37,19 @@ def step_progress(config: RunConfig) -> Iterator[StepCallback]:
     )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("warm-up", total=total)
+        done = 0
 
         def on_step(record: StepRecord, timed: bool) -> None:
-            progress.update(task, advance=1, description="timed steps" if timed else "warm-up")
+            nonlocal done, total
+            done += 1
+            if done > total:
+                total = done
+            progress.update(
+                task,
+                completed=done,
+                total=total,
+                description="timed steps" if timed else "warm-up",
+            )
 
         yield on_step
 
@@ -56,11 +70,26 @@ def loader_line(result: TrialResult) -> str:
 
 def summary_table(config: RunConfig, result: TrialResult) -> Table:
     """The trial's figures, at a glance."""
-    s = result.summary
     table = Table(title="loadertune trial", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    rows = [
+    rows = summary_rows(config, result)
+    rows += [(name, value) for name, value in device_rows(result) if value]
+    for name, value in rows:
+        table.add_row(name, value)
+    from loadertune.diagnosis import diagnose_result
+
+    diagnosis = diagnose_result(result)
+    table.add_row("bottleneck", f"[bold]{diagnosis.label}[/]: {diagnosis.sentence}")
+    for warning in result.warnings:
+        table.add_row("[yellow]warning", warning)
+    return table
+
+
+def summary_rows(config: RunConfig, result: TrialResult) -> list[tuple[str, str]]:
+    """(name, value) for each line of the summary, before the devices and the diagnosis."""
+    s = result.summary
+    return [
         (
             "workload",
             f"dataset={config.dataset.name} storage={config.storage.name} "
@@ -82,27 +111,40 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
             f"{result.cpu_percent_mean:.0f}% of one core (main + workers, mean), "
             f"{result.machine['usable_cpus']} usable CPUs",
         ),
+        ("other work", other_work_line(result)),
         (
             "memory",
             f"{result.peak_memory_mb:,.0f} MB peak ({result.memory_metric.upper()}, "
             "main + workers)",
         ),
-        (
-            "timed window",
-            f"{s.steps} steps, {s.samples} samples, {s.window_s:.2f} s"
-            + (" (stopped by trial.time_limit_s)" if result.truncated else ""),
-        ),
+        ("timed window", window_line(config, result)),
     ]
-    rows += [(name, value) for name, value in device_rows(result) if value]
-    for name, value in rows:
-        table.add_row(name, value)
-    from loadertune.diagnosis import diagnose_result
 
-    diagnosis = diagnose_result(result)
-    table.add_row("bottleneck", f"[bold]{diagnosis.label}[/]: {diagnosis.sentence}")
-    for warning in result.warnings:
-        table.add_row("[yellow]warning", warning)
-    return table
+
+def other_work_line(result: TrialResult) -> str:
+    """What other processes (and a hypervisor) took from the machine during the window."""
+    line = (
+        f"{result.other_cpu_percent:.0f}% of one core used by other processes during the "
+        "timed window"
+    )
+    if result.steal_percent >= 0.5:
+        line += f", {result.steal_percent:.0f}% stolen by the hypervisor"
+    return line
+
+
+def window_line(config: RunConfig, result: TrialResult) -> str:
+    """Steps, samples and seconds timed, and how sure the rate is."""
+    s, tc = result.summary, config.trial
+    line = f"{s.steps} steps, {s.samples} samples, {s.window_s:.2f} s"
+    if result.rate_ci_pct is not None:
+        line += f"; rate known within ±{result.rate_ci_pct:.1f}% (95%)"
+        if tc.precision is not None and result.rate_ci_pct > 100.0 * tc.precision:
+            line += f", not the {tc.precision:.1%} asked (trial.precision)"
+    elif tc.precision is not None:
+        line += "; too few arrival cycles to say how sure the rate is"
+    if result.truncated:
+        line += " (stopped by trial.time_limit_s)"
+    return line
 
 
 def device_rows(result: TrialResult) -> list[tuple[str, str]]:

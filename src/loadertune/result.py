@@ -19,7 +19,8 @@ class TrialResult:
     Attributes:
         summary: the timed window's figures (the objective is ``time_per_sample_ms``).
         steps: every timed step, in order (warm-up steps excluded).
-        resources: process-tree samples over the whole trial.
+        resources: process-tree samples over the whole trial (CPU in every one, memory in
+            some: :mod:`loadertune.sampler`).
         first_batch_s: from creating the iterator to the first batch (worker start-up).
         effective_loader: the settings that took effect (``pin_memory`` is off without an
             accelerator, whatever was asked).
@@ -38,6 +39,12 @@ class TrialResult:
             in use) and ``storage_bandwidth_fraction`` over the timed window.
         accelerator: on CUDA, ``gpu_memory_peak_mb``, ``gpu_utilization_percent`` and
             ``h2d_mb_per_s`` (host-to-device copy speed; ``copy_ms_mean`` is its time).
+        other_cpu_percent: CPU that processes outside the trial's tree used over the timed
+            window, in % of one core (on the CPUs the trial may use): other work on a
+            shared machine, which the figure also measures.
+        steal_percent: CPU a hypervisor gave to other guests over the window, % of one core.
+        rate_ci_pct: half-width of the ~95% interval of the time per sample, in % of it
+            (:mod:`loadertune.precision`); None when the window held fewer than 5 blocks.
     """
 
     summary: TimingSummary
@@ -59,6 +66,9 @@ class TrialResult:
     measure_s: float = 0.0
     storage: dict[str, float] = field(default_factory=dict)
     accelerator: dict[str, float] = field(default_factory=dict)
+    other_cpu_percent: float = 0.0
+    steal_percent: float = 0.0
+    rate_ci_pct: float | None = None
 
     @property
     def objective(self) -> float:
@@ -90,6 +100,9 @@ class TrialResult:
             "cycle_samples": float(s.cycle_samples),
             "wait_cpu_cores": s.wait_cpu_cores,
             "step_cpu_cores": s.step_cpu_cores,
+            "other_cpu_percent": self.other_cpu_percent,
+            "steal_percent": self.steal_percent,
+            **({} if self.rate_ci_pct is None else {"rate_ci_pct": self.rate_ci_pct}),
             **self.storage,
             **self.accelerator,
         }

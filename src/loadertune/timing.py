@@ -121,26 +121,47 @@ class StepTimer:
 
 LONG_WAIT = 0.5  # a wait of at least this share of the window's longest wait opens a cycle
 
+Bound = tuple[float, int]
+"""A cycle boundary: the instant a cycle opens (or the window closes) and its step index."""
 
-def whole_cycles(records: Sequence[StepRecord]) -> tuple[float, int]:
-    """(seconds, samples) of the whole arrival cycles in ``records``.
+
+def cycle_bounds(records: Sequence[StepRecord], num_workers: int | None = None) -> list[Bound]:
+    """The boundaries of the whole arrival cycles in ``records``, in order.
 
     When some steps wait long for their batch (at least ``LONG_WAIT`` of the longest wait)
-    and others between them do not (bursts), the span from the start of the first long wait
-    to the start of the last one holds whole cycles. Otherwise (no waits, a single long one,
-    or every step waiting alike) it is the whole window.
+    and others between them do not (bursts), each long wait opens a cycle: the boundaries
+    are the starts of those steps, and the window's edges (inside a burst) are left out.
+    Otherwise (one producer, no waits, a single long one, or every step waiting alike) every
+    step is a cycle of its own and the window's end closes the last. Steps
+    ``[i, j)`` between boundaries ``(t0, i)`` and ``(t1, j)`` took ``t1 - t0`` seconds.
     """
-    window = records[-1].end - records[0].start
-    samples = sum(r.samples for r in records)
+    every_step = [(r.start, i) for i, r in enumerate(records)]
+    every_step.append((records[-1].end, len(records)))
+    if num_workers is not None and num_workers < 2:
+        return every_step  # one producer: no bursts to align to
     longest = max(r.wait_s for r in records)
     long = [i for i, r in enumerate(records) if r.wait_s > 0 and r.wait_s >= LONG_WAIT * longest]
-    if len(long) < 2:
-        return window, samples
-    first, last = long[0], long[-1]
-    bursty = last - first + 1 > len(long)  # a quick step lies between the first and last
+    bursty = len(long) >= 2 and long[-1] - long[0] + 1 > len(long)  # quick steps between
     if not bursty:
-        return window, samples
-    return records[last].start - records[first].start, sum(r.samples for r in records[first:last])
+        return every_step
+    return [(records[i].start, i) for i in long]
+
+
+def span(records: Sequence[StepRecord], first: Bound, last: Bound) -> tuple[float, int]:
+    """(seconds, samples) from boundary ``first`` to boundary ``last``."""
+    return last[0] - first[0], sum(r.samples for r in records[first[1] : last[1]])
+
+
+def whole_cycles(
+    records: Sequence[StepRecord], num_workers: int | None = None
+) -> tuple[float, int]:
+    """(seconds, samples) of the whole arrival cycles in ``records`` (:func:`cycle_bounds`).
+
+    From the start of the first long wait to the start of the last one when batches arrive
+    in bursts; otherwise the whole window.
+    """
+    bounds = cycle_bounds(records, num_workers)
+    return span(records, bounds[0], bounds[-1])
 
 
 def summarize(records: Sequence[StepRecord], num_workers: int | None = None) -> TimingSummary:
@@ -154,10 +175,7 @@ def summarize(records: Sequence[StepRecord], num_workers: int | None = None) -> 
         raise ValueError("no timed steps to summarise")
     window = records[-1].end - records[0].start
     samples = sum(r.samples for r in records)
-    if num_workers is not None and num_workers < 2:
-        cycle_s, cycle_samples = window, samples  # one producer: no bursts to align to
-    else:
-        cycle_s, cycle_samples = whole_cycles(records)
+    cycle_s, cycle_samples = whole_cycles(records, num_workers)
     step_ms = np.array([r.step_s for r in records]) * 1000.0
     wait_ms = np.array([r.wait_s for r in records]) * 1000.0
     return TimingSummary(

@@ -78,7 +78,11 @@ def trial_tags(result: TrialResult) -> dict[str, str]:
 
 
 def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
-    """Per-step and per-sample series as MLflow metrics with their step index."""
+    """Per-step and per-sample series as MLflow metrics with their step index.
+
+    ``cpu_percent`` and ``memory_mb`` share the index of the process-tree sample they come
+    from, so the two stay aligned in time though memory is read less often.
+    """
     from mlflow.entities import Metric
 
     out: list[Metric] = []
@@ -90,9 +94,10 @@ def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
             ("compute_ms", r.compute_s),
         ):
             out.append(Metric(key, value * 1000.0, timestamp_ms, r.index))
-    for i, s in enumerate(result.resources):
+    for i, s in enumerate(result.resources):  # memory is read in some samples only
         out.append(Metric("cpu_percent", s.cpu_percent, timestamp_ms, i))
-        out.append(Metric("memory_mb", s.memory_bytes / 2**20, timestamp_ms, i))
+        if s.memory_bytes is not None:
+            out.append(Metric("memory_mb", s.memory_bytes / 2**20, timestamp_ms, i))
     return out
 
 

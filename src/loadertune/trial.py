@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig
 from loadertune.errors import ConfigError
-from loadertune.monitor import ProcessTreeMonitor
+from loadertune.interference import Interference, InterferenceMeter
+from loadertune.monitor import peak_memory_bytes
+from loadertune.precision import StopRule, rate_ci
 from loadertune.result import TrialResult
+from loadertune.sampler import SamplerReport, TreeSampler
 from loadertune.timing import StepRecord, StepTimer, summarize
 from loadertune.torch_rules import in_flight
 from loadertune.validation import validate
@@ -94,11 +97,15 @@ class _InOrder:
 
 
 def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialResult:
-    """Build the dataset and loader, warm up, then time ``config.trial.steps`` steps.
+    """Build the dataset and loader, warm up, then time steps until the rate is known.
 
     The first batch (worker start-up) is always outside the timed window and is reported as
     ``first_batch_s``; ``trial.warmup_steps`` further steps (at least the loader's look-ahead,
-    see :func:`warmup_steps`) follow before timing starts. Indices come from back-to-back
+    see :func:`warmup_steps`) follow before timing starts. Timing runs ``trial.steps`` steps
+    at least and ``trial.max_steps`` at most: in between, until the time per sample is known
+    within ``trial.precision`` (:mod:`loadertune.precision`), or ``trial.time_limit_s``
+    stops it. The CPU that other processes used meanwhile is measured beside it
+    (:mod:`loadertune.interference`). Indices come from back-to-back
     passes over the dataset (:func:`stream_sampler`), so the window never meets an epoch's end.
     The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
     a simulated device) and cleaned up after, however the trial ends.
@@ -126,12 +133,13 @@ class _Workload:
 
 @dataclass
 class _Window:
-    """The timed window: its steps, its bounds and the tree's CPU seconds inside it."""
+    """The timed window: its steps, its bounds, and the CPU the tree and others used in it."""
 
     timer: StepTimer
     start: float
     end: float
-    cpu_s: float
+    cpu_s: float  # the trial's tree, the sampler left out
+    interference: Interference
     truncated: bool
     accelerator: dict[str, float]
 
@@ -141,7 +149,7 @@ class _Measured:
     """Everything the loop measured, from creating the iterator to the window's end."""
 
     window: _Window
-    monitor: ProcessTreeMonitor
+    resources: SamplerReport
     first_batch_s: float
     measure_start: float
     warmup: int
@@ -200,7 +208,7 @@ def _start_method(effective: LoaderConfig) -> str:
     return method or mp.get_all_start_methods()[0]
 
 
-def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int) -> Any:
+def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int, steps: int) -> Any:
     """The DataLoader over a stream of indices that cannot run dry inside the window."""
     import torch
 
@@ -208,7 +216,7 @@ def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int) -> Any:
 
     eff = workload.effective
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)
-    batches = 1 + warmup + tc.steps + ahead + 1
+    batches = 1 + warmup + steps + ahead + 1
     stream = stream_sampler(
         len(workload.dataset),
         batches * (eff.batch_size or 1),
@@ -224,6 +232,11 @@ def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int) -> Any:
     )
 
 
+def stop_rule(tc: TrialConfig, num_workers: int) -> StopRule:
+    """When the timed window has measured enough (:mod:`loadertune.precision`)."""
+    return StopRule.for_trial(tc.steps, tc.max_steps, tc.precision, num_workers)
+
+
 def _measure(
     tc: TrialConfig,
     workload: _Workload,
@@ -232,13 +245,15 @@ def _measure(
     gpu: GpuMonitor | None,
     on_step: StepCallback | None,
 ) -> _Measured:
-    """The first batch, the warm-up, then the timed window, with the process tree sampled."""
+    """The first batch, the warm-up, then the timed window, with the process tree sampled
+    from a process of its own (:mod:`loadertune.sampler`)."""
     from loadertune.models import split_batch
 
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
-    loader = _build_loader(tc, workload, warmup)
-    with ProcessTreeMonitor(hz=tc.sample_hz) as monitor:
+    rule = stop_rule(tc, eff.num_workers)
+    loader = _build_loader(tc, workload, warmup, rule.max_steps)
+    with TreeSampler(tc.sample_hz) as sampler:
         loop = _StepLoop(
             loader, workload.device, eff.non_blocking, workload.step_fn, copies, split_batch
         )
@@ -248,43 +263,56 @@ def _measure(
             record = loop.step(StepTimer())
             if on_step:
                 on_step(record, False)
-        window = _timed_window(tc, loop, monitor, store, gpu, on_step)
+        window = _timed_window(tc, rule, loop, store, gpu, on_step, sampler.pid)
+        sampler.stop()  # its last sample sees the workers, still alive, and their memory
         loop.close()
     del loader
-    return _Measured(window, monitor, first_batch_s, measure_start, warmup, loop.epochs)
+    return _Measured(window, sampler.report, first_batch_s, measure_start, warmup, loop.epochs)
 
 
 def _timed_window(
     tc: TrialConfig,
+    rule: StopRule,
     loop: _StepLoop,
-    monitor: ProcessTreeMonitor,
     store: StorageSession,
     gpu: GpuMonitor | None,
     on_step: StepCallback | None,
+    sampler_pid: int | None,
 ) -> _Window:
-    """Time ``tc.steps`` steps, fewer when ``tc.time_limit_s`` runs out."""
-    timer = StepTimer()
-    monitor.sample()
-    cpu_start = monitor.cpu_seconds
+    """Time steps until ``rule`` is met or ``tc.time_limit_s`` runs out; CPU over the window."""
+    meter = InterferenceMeter()
     loop.copies.reset()
     store.window_started()
     if gpu is not None:
         gpu.start()
+    meter.start()
     start = time.perf_counter()
-    deadline = start + tc.time_limit_s
-    truncated = False
-    for _ in range(tc.steps):
+    timer, truncated = _time_steps(loop, rule, start + tc.time_limit_s, on_step)
+    end = time.perf_counter()
+    interference = meter.stop()
+    accelerator = gpu.stop() if gpu is not None else {}
+    store.window_ended(end - start)
+    cpu_s = meter.tree_cpu_s - meter.cpu_s_by_pid.get(sampler_pid or -1, 0.0)
+    return _Window(timer, start, end, cpu_s, interference, truncated, accelerator)
+
+
+def _time_steps(
+    loop: _StepLoop, rule: StopRule, deadline: float, on_step: StepCallback | None
+) -> tuple[StepTimer, bool]:
+    """Timed steps until ``rule`` is sure of the rate; past ``deadline``, stop (truncated)."""
+    timer = StepTimer()
+    check_at = rule.min_steps
+    while True:
         record = loop.step(timer)
         if on_step:
             on_step(record, True)
+        steps = len(timer.records)
+        if steps >= check_at:
+            if rule.sure(timer.records):
+                return timer, False
+            check_at = rule.next_check(steps)
         if time.perf_counter() > deadline:
-            truncated = len(timer.records) < tc.steps
-            break
-    end = time.perf_counter()
-    accelerator = gpu.stop() if gpu is not None else {}
-    store.window_ended(end - start)
-    monitor.sample()
-    return _Window(timer, start, end, monitor.cpu_seconds - cpu_start, truncated, accelerator)
+            return timer, True
 
 
 def _trial_result(
@@ -297,15 +325,18 @@ def _trial_result(
     """Summarise the window and gather what the trial saw into one :class:`TrialResult`."""
     from loadertune.machine import machine_info
 
-    window, monitor = measured.window, measured.monitor
+    window, resources = measured.window, measured.resources
+    workers = workload.effective.num_workers
+    records = window.timer.records
+    ci = rate_ci(records, workers)
     return TrialResult(
-        summary=summarize(window.timer.records, workload.effective.num_workers),
-        steps=window.timer.records,
-        resources=monitor.samples,
+        summary=summarize(records, workers),
+        steps=records,
+        resources=resources.samples,
         first_batch_s=measured.first_batch_s,
-        peak_memory_mb=max((s.memory_bytes for s in monitor.samples), default=0) / 2**20,
-        cpu_percent_mean=100.0 * window.cpu_s / (window.end - window.start),
-        memory_metric=monitor.memory_metric,
+        peak_memory_mb=peak_memory_bytes(resources.samples) / 2**20,
+        cpu_percent_mean=100.0 * window.cpu_s / max(window.interference.window_s, 1e-9),
+        memory_metric=resources.memory_metric,
         effective_loader=workload.effective,
         device=str(workload.device),
         start_method=workload.start_method,
@@ -318,6 +349,9 @@ def _trial_result(
         measure_s=window.end - measured.measure_start,
         storage=dict(store.figures),
         accelerator=window.accelerator | copied,
+        other_cpu_percent=window.interference.other_cpu_percent,
+        steal_percent=window.interference.steal_percent,
+        rate_ci_pct=None if ci is None else 100.0 * ci,
     )
 
 

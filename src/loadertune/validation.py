@@ -79,6 +79,20 @@ def validate_trial(trial: TrialConfig) -> None:
     """Reject measurement settings that cannot produce a timed window."""
     if trial.steps < 1:
         raise ConfigError("trial.steps", trial.steps, "must be >= 1", "e.g. trial.steps=40")
+    if trial.max_steps is not None and trial.max_steps < trial.steps:
+        raise ConfigError(
+            "trial.max_steps",
+            trial.max_steps,
+            f"must be >= trial.steps ({trial.steps}), the steps timed at least",
+            f"e.g. trial.max_steps={8 * trial.steps}, or null for 8 x trial.steps",
+        )
+    if trial.precision is not None and not 0 < trial.precision < 1:
+        raise ConfigError(
+            "trial.precision",
+            trial.precision,
+            "must be in (0, 1): the relative half-width of the rate's 95% interval",
+            "e.g. trial.precision=0.02 (2%), or null to time exactly trial.steps",
+        )
     if trial.warmup_steps < 0:
         raise ConfigError(
             "trial.warmup_steps", trial.warmup_steps, "must be >= 0", "e.g. trial.warmup_steps=5"

@@ -11,12 +11,13 @@ sweep can probe the machine between trials with :func:`measure_interference`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass
 
 import psutil
+
+from loadertune.monitor import tree_members
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,7 @@ def tree_cpu(root: psutil.Process) -> tuple[dict[int, float], float]:
     A finished child's time moves into its parent's ``children_*`` counters when the parent
     waits for it, so the sum of both parts only ever grows while members come and go.
     """
-    members = [root]
-    with contextlib.suppress(psutil.Error):
-        members += root.children(recursive=True)
+    members = tree_members(root)
     by_pid: dict[int, float] = {}
     reaped = 0.0
     for proc in members:

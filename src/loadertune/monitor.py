@@ -65,12 +65,11 @@ class ProcessTreeMonitor:
         now = time.perf_counter()
         if now - self._listed_at >= self.refresh_s:
             self._listed_at = now
-            procs = [self.root]
-            with contextlib.suppress(psutil.Error):
-                procs += self.root.children(recursive=True)
             # Keep one Process object per pid so psutil's per-object caches stay valid.
             self._procs = {
-                p.pid: self._procs.get(p.pid, p) for p in procs if p.pid not in self.exclude
+                p.pid: self._procs.get(p.pid, p)
+                for p in tree_members(self.root)
+                if p.pid not in self.exclude
             }
         return list(self._procs.values())
 
@@ -119,6 +118,48 @@ class ProcessTreeMonitor:
         sample = ResourceSample(now, 100.0 * cpu_delta / dt, footprint, rss, len(seen))
         self.samples.append(sample)
         return sample
+
+
+def tree_members(root: psutil.Process) -> list[psutil.Process]:
+    """``root`` and its living descendants.
+
+    Read from each thread's ``/proc/<pid>/task/<tid>/children`` where the kernel offers it
+    (a tenth of a millisecond for a few processes); psutil's way, which reads every process
+    on the machine to find the parents (over a millisecond), elsewhere.
+    """
+    pids = _descendant_pids(root.pid)
+    if pids is None:
+        with contextlib.suppress(psutil.Error):
+            return [root, *root.children(recursive=True)]
+        return [root]
+    members = [root]
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            members.append(psutil.Process(pid))
+    return members
+
+
+def _descendant_pids(root: int) -> list[int] | None:
+    """Every descendant's pid from the kernel's per-thread children lists; None without."""
+    if not os.path.exists(f"/proc/{root}/task/{root}/children"):
+        return None
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # gone meanwhile
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as listing:
+                    children = [int(c) for c in listing.read().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
 
 
 def _cpu_s(proc: psutil.Process) -> float:

@@ -24,6 +24,7 @@ from loadertune.datasets.tokens import TokenDataset, ensure_tokens
 from loadertune.errors import ConfigError
 from loadertune.validation import validate
 from tests.test_cli import loadertune
+from tests.window import assert_whole_window
 
 Compose = Callable[[Sequence[str]], DictConfig]
 
@@ -99,7 +100,7 @@ def test_users_own_shards_without_labels(tmp_path: Path, compose: Compose) -> No
             ]
         )
     )
-    assert run_trial(config).summary.samples == 4
+    assert_whole_window(run_trial(config), steps=2, batch_size=2)
 
 
 def test_shards_of_different_shapes_are_refused(tmp_path: Path) -> None:
@@ -140,7 +141,7 @@ def test_users_own_token_file(tmp_path: Path, compose: Compose) -> None:
     config = to_run_config(compose([*overrides, "trial.steps=2"]))
     ds = build_dataset(config)
     assert ds[1][0].tolist() == list(range(16, 32))
-    assert run_trial(config).summary.samples == 4
+    assert_whole_window(run_trial(config), steps=2, batch_size=2)
 
 
 # ---- images ----------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def test_users_own_token_file(tmp_path: Path, compose: Compose) -> None:
 def test_png_images_with_varied_sizes(compose: Compose, tmp_path: Path) -> None:
     config = to_run_config(compose(["dataset.format=png", "dataset.size_jitter=0.5"]))
     result = run_trial(config)
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
     files = list((tmp_path / "datasets").glob("*/class_*/*.png"))
     assert len(files) == 48
     from PIL import Image
@@ -168,7 +169,7 @@ def test_image_folder_reads_a_users_folder(compose: Compose, tmp_path: Path) -> 
         compose(["dataset=image_folder", f"dataset.root={root}", "dataset.crop_size=24"])
     )
     result = run_trial(config)
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
 
 
 # ---- every dataset, every start method, and the checks -----------------------------------
@@ -184,7 +185,7 @@ def test_datasets_work_with_spawned_workers(
     )
     result = run_trial(config)
     assert result.start_method == start
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
 
 
 BAD_DATASETS = [

@@ -6,6 +6,7 @@ several spawned processes reading at once, and with DataLoader workers in a real
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import time
@@ -25,10 +26,11 @@ from loadertune.config import (
 )
 from loadertune.errors import ConfigError
 from loadertune.storage import SharedDevice, ThrottledReader, check_storage, open_storage
-from loadertune.storage._device import schedule
+from loadertune.storage._device import schedule, wait_until
 from loadertune.storage._page_cache import evict, resident_fraction
-from loadertune.storage._scratch import PREFIX, remove_stale
-from tests.test_sweep import mlflow_runs, sweep
+from loadertune.storage._scratch import PREFIX, _alive, _owner_pid, remove_stale
+from tests.test_sweep import mlflow_runs, study_at, sweep
+from tests.window import assert_whole_window
 
 Compose = Callable[[Sequence[str]], DictConfig]
 
@@ -71,14 +73,18 @@ def _read_many(
     reader: ThrottledReader, barrier: object, reads: int, size: int, out: object
 ) -> None:
     barrier.wait()  # type: ignore[attr-defined]
-    start = time.monotonic()
+    start, dones = time.monotonic(), []
     for _ in range(reads):
-        reader.charge(size)
-    out.put((start, time.monotonic()))  # type: ignore[attr-defined]
+        done = reader.device.read(size)  # what ThrottledReader.charge does, keeping the time
+        wait_until(done)
+        dones.append(done)
+    out.put((start, time.monotonic(), dones))  # type: ignore[attr-defined]
 
 
-def _aggregate_mb_per_s(device: SharedDevice, procs: int, reads: int, size: int) -> float:
-    """Spawned processes read at once through one device; their total MB/s."""
+def _read_at_once(
+    device: SharedDevice, procs: int, reads: int, size: int
+) -> tuple[float, list[float]]:
+    """Spawned processes read at once through one device: their total MB/s, every read's end."""
     ctx = mp.get_context("spawn")  # the strictest start method: only pickled state travels
     barrier, out = ctx.Barrier(procs), ctx.Queue()
     reader = ThrottledReader(device)
@@ -88,29 +94,53 @@ def _aggregate_mb_per_s(device: SharedDevice, procs: int, reads: int, size: int)
     ]
     for w in workers:
         w.start()
-    spans = [out.get(timeout=60) for _ in workers]
+    spans = [out.get(timeout=120) for _ in workers]
     for w in workers:
         w.join(timeout=60)
-    wall = max(end for _, end in spans) - min(start for start, _ in spans)
-    return procs * reads * size / 1e6 / wall
+    wall = max(end for _, end, _ in spans) - min(start for start, _, _ in spans)
+    return procs * reads * size / 1e6 / wall, sorted(d for _, _, dones in spans for d in dones)
+
+
+def _most_at_once(dones: list[float], service_s: float) -> int:
+    """The most reads in service at one instant, each in service for ``service_s`` to its end."""
+    ends = sorted(dones)
+    return max(sum(1 for e in ends if d - service_s < e <= d) for d in ends)
+
+
+# The device's schedule decides when every read ends, whatever the machine is doing; how many
+# reads a loaded machine manages to book on time does not. So the properties below are
+# checked on the schedule (exact), and the wall-clock rates only with bounds that cannot be
+# beaten (the device's own limit) or that hold with a wide margin on a busy machine.
 
 
 def test_bandwidth_is_shared_by_all_processes(tmp_path: Path) -> None:
     # 4 processes, no latency, 20 MB/s: together they get 20 MB/s, not 4 x 20.
     device = SharedDevice.create(tmp_path / "device", 0.0, 20.0, 4)
-    rate = _aggregate_mb_per_s(device, procs=4, reads=40, size=64_000)
-    assert 17.0 < rate < 21.0
-    assert device.counters().bytes == 4 * 40 * 64_000
+    rate, dones = _read_at_once(device, procs=4, reads=40, size=64_000)
+    transfer_s = 64_000 / 20e6
+    # One channel: reads end one transfer apart at least, whichever process booked them.
+    assert min(b - a for a, b in itertools.pairwise(dones)) >= transfer_s - 1e-9
+    assert rate <= 20.0 * 1.01  # 4 private budgets would allow 80
+    assert rate > 20.0 / 2  # and the readers kept it busy (about 20 even on a loaded machine)
+    counters = device.counters()
+    assert (counters.reads, counters.bytes) == (4 * 40, 4 * 40 * 64_000)
+    assert counters.busy_s == pytest.approx(4 * 40 * transfer_s)
 
 
 def test_latency_overlaps_up_to_queue_depth(tmp_path: Path) -> None:
-    # 20 ms per read, bandwidth not binding: 4 readers finish 4x faster at depth 4 than at 1.
+    # 20 ms per read, bandwidth not binding: 4 readers have up to 4 reads in service at
+    # depth 4, one at a time at depth 1.
+    service_s = 20e-3 + 1000 / 1000e6
     fast = SharedDevice.create(tmp_path / "deep", 20.0, 1000.0, 4)
     slow = SharedDevice.create(tmp_path / "one", 20.0, 1000.0, 1)
-    deep = _aggregate_mb_per_s(fast, procs=4, reads=8, size=1000)
-    single = _aggregate_mb_per_s(slow, procs=4, reads=8, size=1000)
-    assert deep / single > 2.5
-    assert single == pytest.approx(1000 / 20e-3 / 1e6, rel=0.15)  # one read per 20 ms
+    deep, deep_dones = _read_at_once(fast, procs=4, reads=8, size=1000)
+    single, single_dones = _read_at_once(slow, procs=4, reads=8, size=1000)
+    assert _most_at_once(single_dones, service_s * 0.999) == 1
+    assert 2 <= _most_at_once(deep_dones, service_s * 0.999) <= 4
+    one_read_a_latency = 1000 / 20e-3 / 1e6
+    assert single <= one_read_a_latency * 1.01
+    assert deep <= 4 * one_read_a_latency * 1.01
+    assert deep / single > 1.5  # about 4 on an idle machine, 3 with two busy loops beside it
 
 
 def test_dataloader_workers_share_the_budget(compose: Compose) -> None:
@@ -128,16 +158,19 @@ def test_dataloader_workers_share_the_budget(compose: Compose) -> None:
                 "loader.prefetch_factor=1",
                 "trial.warmup_steps=8",
                 "trial.steps=24",
+                "trial.precision=null",  # exactly 24 steps: the bounds below count on them
             ]
         )
     )
     result = run_trial(config)
     fig = result.storage
-    # Never more than the one device delivers (4 private budgets would allow 8 MB/s), and
-    # close to it: the workers keep it busy (looser below, for a loaded 2-core machine).
+    # Never more than the one device delivers (4 private budgets would allow 8 MB/s; reads
+    # booked ahead of the window's end add at most 4 x 16 KB), and close to it: the workers
+    # keep it busy. Measured with two busy loops on 2 cores: 1.9-2.05 MB/s, the channel
+    # 96-103% busy and the slots 75-82%, so the lower bounds leave room for a heavier load.
     assert 1.0 < fig["storage_read_mb_per_s"] <= 2.0 * 1.1, fig
     assert 0.5 < fig["storage_bandwidth_fraction"] <= 1.1, fig
-    assert 0.5 < fig["storage_busy_fraction"] <= 1.1, fig
+    assert 0.3 < fig["storage_busy_fraction"] <= 1.1, fig
     # The loader's rate can exceed the device's only by batches read before the window.
     delivered = result.summary.samples_per_s * 16_384 / 1e6
     assert delivered < 2.0 * (1 + 4 / 24) * 1.1
@@ -194,7 +227,7 @@ def test_memory_trial_reads_a_ram_copy_and_removes_it(compose: Compose, tmp_path
     )
     result = run_trial(config)
     assert result.storage["storage_copied_mb"] > 0
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
     assert not _scratch_dirs(ram)
 
 
@@ -252,7 +285,7 @@ def test_every_storage_runs_a_trial(compose: Compose, storage: str) -> None:
     config = to_run_config(compose([f"storage={storage}", "model=simulated", "model.step_ms=0"]))
     assert config.storage.name == storage
     result = run_trial(config)
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
     assert "storage_prepare_s" in result.metrics()
 
 
@@ -293,22 +326,33 @@ def test_custom_dataset_needs_local_storage(compose: Compose) -> None:
 def test_every_storage_under_a_sweep(tmp_path: Path) -> None:
     # Each trial runs in its own forked process: storages prepare and clean up there.
     storages = ["local", "cold", "memory", "throttled", "hdd", "nfs"]
+    before = set(_devices())
     proc = sweep(
         tmp_path,
         f"storage={','.join(storages)}",
         "hydra.sweeper.sampler=bruteforce",
         f"hydra.sweeper.n_trials={len(storages)}",
         "hydra.sweeper.study_name=s",
+        "hydra.sweeper.pruner=none",  # every trial ends by itself (a killed one cannot clean up)
         "loader.num_workers=1",
         "loader.prefetch_factor=2",  # fixed: storage is the only searched parameter
         "model=simulated",
         "model.step_ms=0",
     )
     assert proc.returncode == 0, proc.stderr
+    assert [t.state.name for t in study_at(tmp_path).trials] == ["COMPLETE"] * len(storages)
     _, children, _ = mlflow_runs(tmp_path)
     by_storage = {c.data.params["storage.name"]: c.data.metrics for c in children}
     assert sorted(by_storage) == sorted(storages)
     assert by_storage["hdd"]["storage_busy_fraction"] > 0
     assert by_storage["cold"]["storage_cached_fraction"] < 0.5
     assert by_storage["memory"]["storage_copied_mb"] > 0
-    assert not list(Path("/dev/shm").glob(f"{PREFIX}*-*/device"))  # every trial cleaned up
+    # Every trial cleaned up: no device of a trial process that has exited is left. (Other
+    # programs on the machine may be running trials of their own: their devices are alive.)
+    left = [d for d in _devices() if d not in before and not _alive(_owner_pid(d.parent) or 0)]
+    assert not left
+
+
+def _devices() -> list[Path]:
+    """Throttled devices' state files under /dev/shm, whoever made them."""
+    return list(Path("/dev/shm").glob(f"{PREFIX}*-*/device"))

@@ -63,6 +63,18 @@ def mlflow_runs(out: Path) -> tuple[Any, list[Any], Any]:
 
 NAMED = ["hydra.sweeper.study_name=s", "model=simulated", "model.step_ms=2"]
 
+SLOW_READS = [
+    # Every image read waits 20 ms on a device that serves 32 reads at once: over 80 ms to
+    # load a batch of 4, in the training process or in one worker; the step sleeps 25 ms.
+    # Waiting costs no CPU, so the answer holds on a busy machine: sleeps only run longer.
+    "storage=throttled",
+    "storage.latency_ms=20",
+    "storage.queue_depth=32",
+    "storage.bandwidth_mb_s=1000",
+    "model=simulated",
+    "model.step_ms=25",
+]
+
 
 def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
     proc = sweep(
@@ -143,26 +155,31 @@ def test_same_effective_settings_are_not_measured_again(tmp_path: Path) -> None:
     study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 8})
     proc = sweep(tmp_path, *NAMED, "hydra.sweeper.n_trials=2")
     assert proc.returncode == 0, proc.stderr
-    first, second = study_at(tmp_path).trials
+    trials = study_at(tmp_path).trials
+    first, second = trials[:2]
     assert first.params == second.params == {"loader.num_workers": 0}
     assert second.user_attrs["repeat_of"] == first.number
     assert second.value == first.value
+    # A repeat is answered, not measured: it does not use up one of the n_trials.
+    assert sum(t.user_attrs.get("repeat_of") is None for t in trials) == 2
     _, children, _ = mlflow_runs(tmp_path)
     repeats = [c for c in children if c.data.tags.get("repeat_of") == str(first.number)]
-    assert len(repeats) == 1
+    assert len(repeats) == sum(t.user_attrs.get("repeat_of") == first.number for t in trials)
 
 
 def test_hopeless_trial_is_pruned_with_the_steps_it_ran(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(storage=storage, study_name="s")
-    for step_ms in (1, 1, 80):
+    # A 200 ms step against 1 ms ones: hopeless at the first report, and 12 steps of it
+    # (2.4 s) leave a busy sweep process ample time to read that report and prune.
+    for step_ms in (1, 1, 200):
         study.enqueue_trial({"model.step_ms": step_ms})
     proc = sweep(
         tmp_path,
         "hydra.sweeper.study_name=s",
         "model=simulated",
         "hydra.sweeper.n_trials=3",
-        "hydra.sweeper.params.model.step_ms=choice(1,80)",
+        "hydra.sweeper.params.model.step_ms=choice(1,200)",
         "trial.steps=12",
         "hydra.sweeper.report_every=2",
         "hydra.sweeper.pruner.n_startup_trials=2",
@@ -240,17 +257,23 @@ def test_bad_sweep_input_is_one_line_before_any_trial(
 
 
 def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
+    # On SLOW_READS the answer is known by construction: a worker loads a batch in 4 x 20 ms
+    # while the step sleeps 25 ms, so 0 workers take 80 + 25 ms a batch, 1 worker 80 and 2
+    # workers 40. Neither 0 nor 1 can come within noise of 2 (twice as slow or worse), and
+    # the guess (3 or 4 workers) is held to the range as written.
     proc = sweep(
         tmp_path,
-        *NAMED,
+        *SLOW_READS,
+        "hydra.sweeper.study_name=s",
         "hydra.sweeper.n_trials=4",
         "hydra.sweeper.verdict_repeats=2",
         "hydra.sweeper.verdict_top=2",
         "hydra.sweeper.params.loader.num_workers=range(0,3)",
+        "hydra.sweeper.guess_range=false",
         verdict=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Recommended: num_workers=" in proc.stdout
+    assert "Recommended: num_workers=2" in proc.stdout
     assert "speed-up over default (0 workers)" in proc.stdout
     assert "Model-based guess" in proc.stdout
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
@@ -266,12 +289,12 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     assert loader.batch_size == 4
     parents, _, client = mlflow_runs(tmp_path)
     (parent,) = parents
-    assert parent.data.tags["verdict.num_workers"] in {"0", "1", "2"}
+    assert parent.data.tags["verdict.num_workers"] == "2"
     metrics = parent.data.metrics
     assert metrics["verdict_samples_per_s"] == pytest.approx(
         1000 / metrics["verdict_time_per_sample_ms"], rel=0.5
     )
-    assert metrics["guess_num_workers"] in {1.0, 2.0}
+    assert metrics["guess_num_workers"] == 2.0  # the range's edge: loading needs more
     assert metrics["guess_time_per_sample_ms"] > 0
     assert "Recommended" in parent.data.tags["mlflow.note.content"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
@@ -292,15 +315,9 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
 
 
 IO_BOUND = [
-    # Every image read waits 20 ms on a device that serves 32 reads at once: over 80 ms to
-    # load a batch of 4 that the 25 ms step then trains on. Waiting workers cost no CPU, so
-    # about 80 / 25 -> 4 workers hide loading, more than the 0..1 range written below.
-    "storage=throttled",
-    "storage.latency_ms=20",
-    "storage.queue_depth=32",
-    "storage.bandwidth_mb_s=1000",
-    "model=simulated",
-    "model.step_ms=25",
+    # About 80 / 25 -> 3 or 4 workers hide loading, more than the 0..1 range written here.
+    # The exact guess from exact figures is checked in tests/test_guess_synthetic.py.
+    *SLOW_READS,
     "hydra.sweeper.study_name=s",
     "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
 ]
@@ -312,22 +329,24 @@ def test_an_io_bound_guess_widens_the_workers_range(tmp_path: Path) -> None:
     study = study_at(tmp_path)
     guess = study.user_attrs["guess"]
     assert guess["cpu_share_of_loading"] < 0.5
-    assert guess["workers"] == 4, guess
-    assert study.user_attrs["workers_range"]["searched"] == 6
-    assert "widened the loader.num_workers range from 0..1 to 0..6" in proc.stdout
+    assert guess["workers"] > 1, guess
+    searched = study.user_attrs["workers_range"]["searched"]
+    assert searched >= guess["workers"], study.user_attrs["workers_range"]
+    assert f"widened the loader.num_workers range from 0..1 to 0..{searched}" in proc.stdout
     by_label = {t.user_attrs.get("baseline"): t for t in finished(tmp_path)}
-    measured = by_label["model_guess"]
+    measured, default = by_label["model_guess"], by_label["default"]
     assert measured.state == TrialState.COMPLETE
-    assert measured.params["loader.num_workers"] == 4
-    # Four workers overlap the reads that 0 workers wait for one after another.
-    assert measured.value is not None and by_label["default"].value is not None
-    assert measured.value < by_label["default"].value / 2
+    assert measured.params["loader.num_workers"] == guess["workers"]
+    # Several workers overlap the reads that 0 workers wait for one after another: at least
+    # 3 workers take a batch in max(25, 80 / 3) ms where 0 workers take 80 + 25.
+    assert measured.value is not None and default.value is not None
+    assert measured.value < default.value / 2, (measured.value, default.value)
     # Running again searches the widened range: the queued doubling rung (2) runs in it.
     again = sweep(tmp_path, *IO_BOUND, "hydra.sweeper.n_trials=1")
     assert again.returncode == 0, again.stderr
     last = finished(tmp_path)[-1]
     assert last.params["loader.num_workers"] == 2
-    assert last.distributions["loader.num_workers"].high == 6
+    assert last.distributions["loader.num_workers"].high == searched
     # Keeping the range as written: the guess is measured at the range's edge instead.
     kept = tmp_path / "kept"
     kept.mkdir()

@@ -91,7 +91,8 @@ def main() -> None:
     q1, q2, q3 = quartiles(ratios)
     print(f"overrides: {' '.join(args.overrides) or '(defaults)'}")
     print(f"load average (1, 5, 15 min): before {load_before}, after {load_after}")
-    print(f"other processes during the trials' windows: {[round(o) for o in other]}% of a core")
+    shown = ", ".join(f"{o:.0f}" for o in other)  # nan where the trial does not measure it
+    print(f"other processes during the trials' windows: [{shown}]% of a core")
     print(f"loadertune  ms/sample: median {statistics.median(tool):.4f}  all {_r(tool)}")
     print(f"bare loop   ms/sample: median {statistics.median(bare):.4f}  all {_r(bare)}")
     print(f"ratio per round: {_r(ratios)}")

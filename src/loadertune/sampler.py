@@ -100,8 +100,10 @@ def sample_until_stopped(root: int, hz: float) -> SamplerReport:
     next_memory = 0.0
     next_tick = time.perf_counter() + interval
     while not _stop_asked(max(next_tick - time.perf_counter(), 0.0)):
-        next_tick += interval
         now = time.perf_counter()
+        next_tick += interval
+        if next_tick < now:  # fallen behind (a busy machine): no burst to catch up
+            next_tick = now + interval
         if now < next_memory:
             if monitor.sample(memory=False) is None:
                 break

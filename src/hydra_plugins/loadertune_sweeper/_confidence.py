@@ -141,16 +141,35 @@ def assess(
     spread = max(chosen.spread, rec.fastest.spread)
     pairing = max((ratio_spread(chosen, c) for c in measured if c is not chosen), default=0.0)
     busy = busy_share(verdict_windows(measured), cpus)
-    disturbed = sum(share >= BUSY_MEDIUM for share in search_busy or [])
+    reasons = _shortfalls(chosen, unsettled, spread, pairing, busy, search_busy or [])
+    reasons += [_unsettled_reason(chosen, unsettled, pooled)] if unsettled else []
+    if not reasons:
+        return Assurance(Confidence.HIGH, _clear(rec, measured, pairing, busy))
+    level = Confidence.LOW if any(lv == Confidence.LOW for lv, _ in reasons) else Confidence.MEDIUM
+    why = "; ".join(text for _, text in reasons) + "."
+    return Assurance(
+        level,
+        why[0].upper() + why[1:],
+        unsettled,
+        _settle(unsettled, busy, repeats),
+        busy >= BUSY_MEDIUM,
+    )
+
+
+def _shortfalls(
+    chosen: Candidate,
+    unsettled: list[Candidate],
+    spread: float,
+    pairing: float,
+    busy: float,
+    search_busy: list[float],
+) -> list[tuple[Confidence, str]]:
+    """What keeps the verdict from ``high`` besides open comparisons, each with its level."""
     reasons: list[tuple[Confidence, str]] = []
-    if len(chosen.values) < 2:
-        reasons.append(
-            (Confidence.LOW, f"the recommendation was measured {len(chosen.values)} time(s)")
-        )
-    elif len(chosen.values) < 3:
-        reasons.append(
-            (Confidence.MEDIUM, f"the recommendation was measured only {len(chosen.values)} times")
-        )
+    n = len(chosen.values)
+    if n < 3:
+        level = Confidence.LOW if n < 2 else Confidence.MEDIUM
+        reasons.append((level, f"the recommendation was measured only {n} time(s)"))
     if pairing > RATIO_MEDIUM:
         level = Confidence.LOW if pairing > RATIO_LOW else Confidence.MEDIUM
         reasons.append((level, f"round-by-round ratios to it spread {pairing:.0%}"))
@@ -162,34 +181,27 @@ def assess(
         reasons.append(
             (level, f"other processes took {busy:.0%} of the CPUs while it was measured")
         )
+    disturbed = sum(share >= BUSY_MEDIUM for share in search_busy)
     if disturbed:
         reasons.append(
             (
                 Confidence.MEDIUM,
-                f"{disturbed} of {len(search_busy or [])} search trials ran while other work "
+                f"{disturbed} of {len(search_busy)} search trials ran while other work "
                 f"took {BUSY_MEDIUM:.0%} or more of the CPUs, so a setting they timed slow may "
                 "not have reached the verdict",
             )
         )
-    if unsettled:
-        names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
-        reasons.append(
-            (
-                Confidence.MEDIUM,
-                f"{names} may still be faster by more than {MARGIN:.1%} "
-                f"(up to {max(may_be_faster(chosen, c, pooled) for c in unsettled):.0%})",
-            )
-        )
-    if not reasons:
-        return Assurance(Confidence.HIGH, _clear(rec, measured, pairing, busy))
-    level = Confidence.LOW if any(lv == Confidence.LOW for lv, _ in reasons) else Confidence.MEDIUM
-    why = "; ".join(text for _, text in reasons) + "."
-    return Assurance(
-        level,
-        why[0].upper() + why[1:],
-        unsettled,
-        _settle(unsettled, busy, repeats),
-        busy >= BUSY_MEDIUM,
+    return reasons
+
+
+def _unsettled_reason(
+    chosen: Candidate, unsettled: list[Candidate], pooled: float
+) -> tuple[Confidence, str]:
+    names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
+    most = max(may_be_faster(chosen, c, pooled) for c in unsettled)
+    return (
+        Confidence.MEDIUM,
+        f"{names} may still be faster by more than {MARGIN:.1%} (up to {most:.0%})",
     )
 
 

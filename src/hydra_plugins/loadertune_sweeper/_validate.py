@@ -39,14 +39,7 @@ def check_settings(s: SweepSettings) -> None:
             "must be in [0, 1]",
             "e.g. hydra.sweeper.max_failure_rate=1.0 to never stop for crashes",
         )
-    if s.busy not in BUSY_MODES:
-        raise ConfigError(
-            f"{_KEY}.busy",
-            s.busy,
-            f"is not one of {', '.join(BUSY_MODES)}",
-            "hydra.sweeper.busy=warn (say when other work touched the results), wait (wait "
-            "for quiet before each window) or ignore",
-        )
+    _busy(s)
     for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb", "busy_wait_s"):
         value = getattr(s, name)
         if value is not None and (not _number(value) or value <= 0):
@@ -58,17 +51,6 @@ def check_settings(s: SweepSettings) -> None:
                 if name not in ("stall_timeout_s", "busy_wait_s")
                 else f"e.g. hydra.sweeper.{name}=60",
             )
-    if s.busy_wait_s is None:
-        raise ConfigError(
-            f"{_KEY}.busy_wait_s", None, "must be > 0", "e.g. hydra.sweeper.busy_wait_s=60"
-        )
-    if not _number(s.busy_cpu_percent) or s.busy_cpu_percent <= 0:
-        raise ConfigError(
-            f"{_KEY}.busy_cpu_percent",
-            s.busy_cpu_percent,
-            "must be a number > 0 (% of one core that other work may use)",
-            "e.g. hydra.sweeper.busy_cpu_percent=50",
-        )
     _direction(s.direction)
     if s.storage is not None:
         scheme = s.storage.split(":", 1)[0].split("+", 1)[0]
@@ -104,3 +86,26 @@ def _direction(direction: Any) -> None:
                 "is not minimize or maximize",
                 "use hydra.sweeper.direction=minimize (time per sample: lower is better)",
             )
+
+
+def _busy(s: SweepSettings) -> None:
+    """``busy``, and ``busy_cpu_percent``; ``busy_wait_s`` may not be null."""
+    if s.busy not in BUSY_MODES:
+        raise ConfigError(
+            f"{_KEY}.busy",
+            s.busy,
+            f"is not one of {', '.join(BUSY_MODES)}",
+            "hydra.sweeper.busy=warn (say when other work touched the results), wait (wait "
+            "for quiet before each window) or ignore",
+        )
+    if s.busy_wait_s is None:
+        raise ConfigError(
+            f"{_KEY}.busy_wait_s", None, "must be > 0", "e.g. hydra.sweeper.busy_wait_s=60"
+        )
+    if not _number(s.busy_cpu_percent) or s.busy_cpu_percent <= 0:
+        raise ConfigError(
+            f"{_KEY}.busy_cpu_percent",
+            s.busy_cpu_percent,
+            "must be a number > 0 (% of one core that other work may use)",
+            "e.g. hydra.sweeper.busy_cpu_percent=50",
+        )

@@ -141,7 +141,7 @@ def assess(
     spread = max(chosen.spread, rec.fastest.spread)
     pairing = max((ratio_spread(chosen, c) for c in measured if c is not chosen), default=0.0)
     busy = busy_share(verdict_windows(measured), cpus)
-    reasons = _shortfalls(chosen, unsettled, spread, pairing, busy, search_busy or [])
+    reasons = _shortfalls(chosen, spread, pairing, busy, search_busy or [])
     reasons += [_unsettled_reason(chosen, unsettled, pooled)] if unsettled else []
     if not reasons:
         return Assurance(Confidence.HIGH, _clear(rec, measured, pairing, busy))
@@ -158,7 +158,6 @@ def assess(
 
 def _shortfalls(
     chosen: Candidate,
-    unsettled: list[Candidate],
     spread: float,
     pairing: float,
     busy: float,

@@ -130,7 +130,7 @@ class VerdictRun:
         (sweep_dir / "verdict.md").write_text(text)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         loader_file = export(self.plan, rec, assurance, config)
-        verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png")
+        verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
         return Verdict(rec, cands, assurance, text, loader_file)
 
 

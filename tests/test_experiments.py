@@ -14,6 +14,7 @@ from loadertune import run_trial
 from loadertune.config import SimulatedModelConfig, ThrottledStorageConfig, to_run_config
 from tests.test_cli import _script
 from tests.test_sweep import sweep
+from tests.window import assert_whole_window
 
 Compose = Callable[[Sequence[str]], DictConfig]
 TOKENS_ON_CPU = [
@@ -44,7 +45,7 @@ def test_imagenet_like_presets(compose: Compose, name: str, storage: str) -> Non
     assert isinstance(config.storage, ThrottledStorageConfig)
     assert isinstance(config.model, SimulatedModelConfig)
     assert config.model.step_ms == 40.0
-    assert run_trial(config).summary.samples == 16
+    assert_whole_window(run_trial(config), steps=4, batch_size=4)
 
 
 def test_preset_choices_give_way_to_the_command_line(compose: Compose) -> None:
@@ -59,7 +60,7 @@ def test_tokens_gpu_preset(compose: Compose) -> None:
     assert (raw.dataset.seq_len, raw.model.layers, raw.model.d_model) == (1024, 6, 384)
     assert raw.trial.device == "cuda"
     result = run_trial(to_run_config(compose(TOKENS_ON_CPU)))
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
 
 
 @pytest.mark.slow

@@ -200,15 +200,21 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     _, err = again.communicate()
     assert again.returncode == 0, err
     trials = study_at(tmp_path).trials
-    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    done = [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    assert [t.state for t in trials[:3]] == done
     assert trials[1].user_attrs["reason"] == "interrupted"
+    # The queued 0 workers is answered from trial 0, so it does not use up n_trials=1: the
+    # resumed sweep goes on until it has measured one setting.
+    assert trials[2].user_attrs["repeat_of"] == 0
+    assert all(t.state == TrialState.COMPLETE for t in trials[3:])
+    assert sum("repeat_of" not in t.user_attrs for t in trials[2:]) == 1
     parents, children, _ = mlflow_runs(tmp_path)
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
     by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
-    assert sorted(by_number) == [0, 1, 2]
+    assert sorted(by_number) == [t.number for t in trials]
     assert by_number[1].info.status == "FAILED"
     assert by_number[1].data.tags["reason"] == "interrupted"
-    assert {by_number[0].info.status, by_number[2].info.status} == {"FINISHED"}
+    assert {c.info.status for n, c in by_number.items() if n != 1} == {"FINISHED"}
     runs = [*parents, *children]
     assert all(r.info.status != "RUNNING" for r in runs)
 

@@ -17,6 +17,7 @@ from loadertune.models import build_train_step, check_model
 from loadertune.models._transformer import TokenTransformer, next_token_loss
 from loadertune.models._vision import resnet18
 from loadertune.validation import validate
+from tests.window import assert_whole_window
 
 Compose = Callable[[Sequence[str]], DictConfig]
 
@@ -89,7 +90,7 @@ def test_transformer_is_causal_and_learns() -> None:
 )
 def test_every_model_runs_a_trial(compose: Compose, overrides: list[str]) -> None:
     result = run_trial(to_run_config(compose(overrides)))
-    assert result.summary.samples == 16
+    assert_whole_window(result, steps=4, batch_size=4)
     assert result.summary.compute_ms_mean > 0
 
 

@@ -24,6 +24,7 @@ def run_from_hydra(cfg: DictConfig) -> float:
     records it (see :mod:`loadertune.channel`).
     """
     from loadertune import channel
+    from loadertune.channel import MessageKind
     from loadertune.config import to_run_config
     from loadertune.report import print_summary, step_progress
     from loadertune.trial import run_trial
@@ -31,8 +32,10 @@ def run_from_hydra(cfg: DictConfig) -> float:
 
     link = channel.current()
     if link is not None:
-        result = run_trial(to_run_config(cfg), on_step=lambda r, t: link.send("step", (r, t)))
-        link.send("result", result)
+        result = run_trial(
+            to_run_config(cfg), on_step=lambda r, t: link.send(MessageKind.STEP, (r, t))
+        )
+        link.send(MessageKind.RESULT, result)
         return result.objective
     try:
         config = to_run_config(cfg)

@@ -41,7 +41,7 @@ class LoaderConfig:
 class TrialConfig:
     """How one configuration is measured (``conf/trial/default.yaml`` says each key's range).
 
-    ``steps`` timed steps at least, ``max_steps`` at most (None: 8 x ``steps``): in between,
+    ``steps`` timed steps at least, ``max_steps`` at most (None: 3 x ``steps``): in between,
     timing stops once the time per sample is known within ``precision`` (the relative
     half-width of its ~95% interval; None: exactly ``steps``).
     """

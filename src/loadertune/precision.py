@@ -21,7 +21,7 @@ from loadertune.timing import StepRecord, cycle_bounds, span
 
 MIN_BLOCKS = 5  # fewer blocks than this: too few to judge the spread, keep timing
 MAX_BLOCKS = 10  # more cycles than blocks: cycles are grouped, blocks grow with the window
-MAX_STEPS_FACTOR = 8  # trial.max_steps when left null: this many times trial.steps
+MAX_STEPS_FACTOR = 3  # trial.max_steps when left null: this many times trial.steps
 
 # Student's t, two-sided 95% (its 0.975 quantile), by degrees of freedom (blocks - 1).
 _T975 = {

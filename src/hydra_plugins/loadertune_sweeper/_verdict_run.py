@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
     from ._plan import SweepPlan
 
+# A verdict round times exactly trial.steps steps: its precision comes from the repeats,
+# compared round by round, not from a longer window.
+ROUND_WINDOW = ["trial.precision=null"]
+
 # Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
 Measure = Callable[[list[str], int], "TrialResult | None"]
 # The typed config these overrides give.
@@ -99,6 +103,7 @@ class VerdictRun:
                 return False
             overrides = [
                 *c.trial.user_attrs["overrides"],
+                *ROUND_WINDOW,
                 f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
             ]
             r = self.measure(overrides, c.trial.number)

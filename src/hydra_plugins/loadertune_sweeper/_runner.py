@@ -303,6 +303,12 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
         with contextlib.suppress(FileNotFoundError):
             (SHM / name).unlink()
             outcome.shm_files_removed += 1
+    # A trial killed before its storage session ended leaves its scratch folder (a cold or
+    # throttled copy of the dataset) behind; only folders whose owner has exited go.
+    from loadertune.storage._scratch import default_parent, remove_stale
+
+    with contextlib.suppress(OSError):
+        remove_stale(default_parent())
 
 
 def _owner(name: str) -> int | None:

@@ -97,7 +97,7 @@ def test_rule_bounds_and_checks() -> None:
     assert (rule.min_steps, rule.max_steps) == (40, MAX_STEPS_FACTOR * 40)
     assert rule.next_check(40) == 44  # a tenth more
     assert rule.next_check(5) == 40  # never before the minimum
-    assert rule.next_check(319) == 320  # never past the cap
+    assert rule.next_check(MAX_STEPS_FACTOR * 40 - 1) == MAX_STEPS_FACTOR * 40  # never past the cap
     fixed = StopRule.for_trial(40, 100, None, 2)  # no precision asked: exactly steps
     assert (fixed.min_steps, fixed.max_steps) == (40, 40)
     rng = random.Random(1)

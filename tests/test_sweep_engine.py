@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
-from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from hydra_plugins.loadertune_sweeper._plan import render, suggest
 from loadertune.search_rules import applies, suggestion_order
@@ -126,3 +127,27 @@ def test_exported_configs_join_the_search_path_only_when_present(
     other = [p.path for p in create_config_search_path("pkg://someone_else/conf").get_path()]
     assert (f"file://{tmp_path}/outputs/conf" in ours) is exists
     assert not any("outputs/conf" in p for p in other)
+
+
+@pytest.mark.parametrize(
+    ("space", "count"),
+    [
+        # 0 workers takes no prefetch_factor: 1 + 2 x 4 distinct settings.
+        (
+            {
+                "loader.num_workers": IntDistribution(0, 2),
+                "loader.prefetch_factor": CategoricalDistribution([1, 2, 4, 8]),
+            },
+            9,
+        ),
+        ({"loader.num_workers": IntDistribution(0, 8, step=2)}, 5),
+        ({"loader.batch_size": FloatDistribution(1.0, 2.0)}, None),  # not finite
+    ],
+)
+def test_the_number_of_distinct_settings_in_a_space(
+    space: dict[str, Any], count: int | None
+) -> None:
+    from hydra_plugins.loadertune_sweeper._plan import SweepPlan
+
+    plan = SweepPlan(space, {}, None, False, "", "", Path("."))  # type: ignore[arg-type]
+    assert plan.setting_count() == count

@@ -22,7 +22,7 @@ from loadertune.errors import ConfigError
 from loadertune.machine import memory_budget_bytes, usable_cpus
 
 from . import _baselines, _console, _fleet, _guess, _optuna_private, _study
-from ._answer import Answer, answer_trial, tell_and_record
+from ._answer import EFFECTIVE_KEY, Answer, answer_trial, tell_and_record
 from ._baselines import Role
 from ._busy import BusyPolicy
 from ._measure import Measurer
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .config import SweepSettings
 
 
-REPEATS_IN_A_ROW = 10  # proposals of measured settings in a row that end a search
+REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
 
 
 @dataclass
@@ -184,6 +184,9 @@ class SweepEngine:
             in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
             self._queue_next(session, answer)
+            if answer.repeat_of is not None and self._covered(session):
+                view.note("every setting of the search space has been measured")
+                break
             if in_a_row >= REPEATS_IN_A_ROW:
                 view.note(
                     f"stopping: the sampler proposed {in_a_row} settings in a row that were "
@@ -202,6 +205,15 @@ class SweepEngine:
                 )
                 return "FAILED"
         return "FINISHED"
+
+    def _covered(self, session: _Session) -> bool:
+        """Whether every setting of a finite space has a complete measurement: from then on
+        every proposal can only be a repeat."""
+        count = None if self.settings.custom_search_space else session.plan.setting_count()
+        if count is None:
+            return False
+        done = session.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        return len({t.user_attrs.get(EFFECTIVE_KEY) for t in done}) >= count
 
     def _queue_next(self, session: _Session, answer: Answer) -> None:
         """After a trial: the doubling path's next rung; after the default, the guess."""

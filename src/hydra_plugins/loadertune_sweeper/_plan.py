@@ -7,6 +7,8 @@ study lives. Every trial then goes values -> overrides -> composed job config.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from .config import SweepSettings
 
 
+MAX_ENUMERATED = 100_000  # a space with more points than this is not counted
+
+
 @dataclass
 class SweepPlan:
     """What the sweep searches and where it records, settled before the first trial."""
@@ -68,6 +73,30 @@ class SweepPlan:
             if isinstance(dist, IntDistribution) and isinstance(old, IntDistribution):
                 out[key] = IntDistribution(old.low, max(old.high, dist.high), step=old.step)
         return out
+
+    def setting_count(self) -> int | None:
+        """How many distinct settings the space can take, counting only values that act
+        (no ``prefetch_factor`` without workers); None when it is not finite or too large."""
+        keys = suggestion_order(list(self.space))
+        choices: list[list[Any]] = []
+        for key in keys:
+            dist = self.space[key]
+            if isinstance(dist, CategoricalDistribution):
+                choices.append(list(dist.choices))
+            elif isinstance(dist, IntDistribution):
+                choices.append(list(range(dist.low, dist.high + 1, dist.step)))
+            else:
+                return None
+        if math.prod(len(c) for c in choices) > MAX_ENUMERATED:
+            return None
+        seen = set()
+        for combo in itertools.product(*choices):
+            values = dict(zip(keys, combo, strict=True))
+            workers = _workers(values, self.fixed, self.default_workers)
+            seen.add(
+                tuple((k, v) for k, v in values.items() if applies(k, workers, self.accelerator))
+            )
+        return len(seen)
 
     def workers_key(self) -> str | None:
         """The searched key of ``loader.num_workers`` (it may carry ``+``), if searched."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadertune.config import RunConfig
+from loadertune.config import RunConfig, to_run_config
 
 from ._busy import BusyPolicy
 from ._plan import Composer
@@ -59,7 +59,7 @@ class Measurer:
     def again(self, lines: list[str], job_num: int) -> TrialResult | None:
         """One more measurement of a trial's settings, never pruned (for the verdict)."""
         job_cfg = self.compose(lines, job_num=job_num)
-        return self(None, job_cfg, self.compose.run_config(lines, job_num)).result
+        return self(None, job_cfg, to_run_config(job_cfg)).result
 
     def _run(
         self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
 from loadertune.machine import memory_budget_bytes, usable_cpus
 
 from . import _baselines, _console, _fleet, _guess, _optuna_private, _study
@@ -91,7 +92,8 @@ class SweepEngine:
             line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             _fail(
                 f"hydra.sweeper.storage={plan.storage}: cannot open the study ({line}). "
-                "Fix: check the URL, the server and its driver"
+                "Fix: check the URL, the server and its driver",
+                ExitStatus.INFRASTRUCTURE,
             )
         try:
             joined = _fleet.admit(study, _fleet.fingerprint(), s.force_fingerprint)
@@ -99,7 +101,9 @@ class SweepEngine:
             _fail(str(exc))
         if joined:
             print(f"loadertune: warning: {joined}", file=sys.stderr)
-        self._run(plan, study, sampler)
+        ending = self._run(plan, study, sampler)
+        if ending != ExitStatus.OK:
+            sys.exit(int(ending))
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -143,26 +147,41 @@ class SweepEngine:
         )
         return _Session(plan, study, recorder, view, slots, budget)
 
-    def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> None:
+    def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> ExitStatus:
+        """Search, then the verdict; how the sweep ended (see :mod:`loadertune.exit_status`)."""
         session = self._start(plan, study, sampler)
-        status = "FINISHED"
+        status, ending = "FINISHED", ExitStatus.NO_RESULT
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            status = self._search(session, sampler)
+            status, ending = self._search(session, sampler)
             if status == "FINISHED" and not self._stop_requested:
-                self._give_verdict(session)
+                ending = self._verdict_ending(session)
         except KeyboardInterrupt:
             self._stop_requested = True
         finally:
             session.slots.close()
             signal.signal(signal.SIGINT, previous_handler)
             if self._stop_requested:
-                status = "KILLED"
+                status, ending = "KILLED", ExitStatus.INTERRUPTED
                 session.view.note("interrupted: the sweep stops; every finished trial is recorded")
             self._finish(session, status)
+        return ending
 
-    def _search(self, session: _Session, sampler: Any) -> str:
-        """Run trials until the budget, the grid or a stop ends it; the parent run's status."""
+    def _verdict_ending(self, session: _Session) -> ExitStatus:
+        """OK once a recommendation was made (or, with ``verdict_repeats=0``, once a trial
+        completed); NO_RESULT when no trial measured anything to recommend."""
+        given = self._give_verdict(session)
+        if given or self._stop_requested:
+            return ExitStatus.OK
+        complete = session.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if self.settings.verdict_repeats <= 0 and complete:
+            return ExitStatus.OK
+        session.view.note("no trial completed: there is nothing to recommend (exit status 3)")
+        return ExitStatus.NO_RESULT
+
+    def _search(self, session: _Session, sampler: Any) -> tuple[str, ExitStatus]:
+        """Run trials until the budget, the grid or a stop ends it; the parent run's status
+        and, when the search itself failed, the exit status."""
         s, study, view = self.settings, session.study, session.view
         ran = failed = in_a_row = 0
         bugs: list[str] = []
@@ -197,14 +216,14 @@ class SweepEngine:
                 bugs.append(answer.signature() if answer.reason == "dataset_error" else "")
             if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
                 view.dataset_bug(answer.error or "")
-                return "FAILED"
+                return "FAILED", ExitStatus.DATASET_BUG
             if failed and failed / max(ran, 1) > s.max_failure_rate:
                 view.note(
                     f"stopping: {failed} of {ran} trials failed, above "
                     f"hydra.sweeper.max_failure_rate={s.max_failure_rate}"
                 )
-                return "FAILED"
-        return "FINISHED"
+                return "FAILED", ExitStatus.NO_RESULT
+        return "FINISHED", ExitStatus.OK
 
     def _covered(self, session: _Session) -> bool:
         """Whether every setting of a finite space has a complete measurement: from then on
@@ -254,11 +273,12 @@ class SweepEngine:
             self.settings.custom_search_space,
         )
 
-    def _give_verdict(self, session: _Session) -> None:
-        """Re-measure the best settings and the baselines interleaved; record and show it."""
+    def _give_verdict(self, session: _Session) -> bool:
+        """Re-measure the best settings and the baselines interleaved; record and show it.
+        True once a recommendation was made."""
         s = self.settings
         if s.verdict_repeats <= 0:
-            return
+            return False
         verdict = VerdictRun(
             session.study,
             session.plan,
@@ -269,7 +289,7 @@ class SweepEngine:
             memory_budget_mb=self.memory_budget / 2**20,
         ).run(s.verdict_top, s.verdict_repeats)
         if verdict is None:
-            return
+            return False
         guess = _guess.study_guess(session.study)
         session.recorder.log_verdict(
             verdict.rec,
@@ -287,9 +307,10 @@ class SweepEngine:
             guess,
             _guess.study_range(session.study),
         )
+        return True
 
 
-def _fail(message: str) -> NoReturn:
-    """Bad input: one line, exit status 2, nothing run."""
+def _fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:
+    """Bad input (or a store that cannot open): one line, its exit status, nothing run."""
     print(f"loadertune: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(int(status))

@@ -1,0 +1,30 @@
+"""The exit statuses of ``loadertune``: scripts and CI tell success from each kind of failure.
+
+0 only when the command did what it was asked: a single trial measured, or a sweep that ended
+with a recommendation. Every other ending has its own status, documented in the README's
+"When trials fail" section and printed nowhere else, so this module is the one place they are
+defined.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """How a ``loadertune`` command ended."""
+
+    OK = 0
+    """A trial measured; a sweep ended with a recommendation."""
+    BAD_INPUT = 2
+    """A config value was refused before anything ran; the line names the key and the fix."""
+    NO_RESULT = 3
+    """Every trial failed or was pruned (or the single trial failed): nothing to recommend."""
+    DATASET_BUG = 4
+    """The sweep stopped because the same dataset error recurred: fix the dataset first."""
+    INFRASTRUCTURE = 5
+    """A store or the disk failed: tracking server unreachable, disk full, read-only path."""
+    BUSY = 75
+    """Another timing process holds this host (``EX_TEMPFAIL``: try again later)."""
+    INTERRUPTED = 130
+    """Ctrl-C (or SIGINT): every finished trial is recorded; run the command again to resume."""

@@ -18,7 +18,23 @@ if TYPE_CHECKING:
     from loadertune.timing import StepRecord
     from loadertune.trial import StepCallback
 
-console = Console(stderr=True)
+WIDE = 160  # columns when the output is not a terminal and COLUMNS is not set
+
+
+def wide_console(stderr: bool = False) -> Console:
+    """A rich console: a terminal's own width, else ``COLUMNS`` or 160 columns, so output
+    piped to a file or a CI log is not wrapped at rich's default of 80."""
+    import os
+    import sys
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    columns = os.environ.get("COLUMNS", "")
+    return Console(stderr=stderr, width=int(columns) if columns.isdigit() else WIDE)
+
+
+console = wide_console(stderr=True)
 
 
 @contextmanager
@@ -175,4 +191,4 @@ def device_rows(result: TrialResult) -> list[tuple[str, str]]:
 
 def print_summary(config: RunConfig, result: TrialResult) -> None:
     """Print the summary table to the terminal (stdout)."""
-    Console().print(summary_table(config, result))
+    wide_console().print(summary_table(config, result))

@@ -2,10 +2,17 @@
 
 Only called from the process that owns the record (the entry point or the sweep), after the
 trial has finished, so a trial that never started leaves nothing half-written.
+
+Names: a summary keeps its plain name (``step_time_ms_p50``, ``cpu_percent_mean``); a series,
+one point per step or per sample, is named ``series.<what>`` (``series.step_time_ms``), so no
+table column shows a series' last point under a summary's name. With the default store
+(SQLite under ``paths.output_root``) artifacts go to ``<output_root>/mlartifacts``: nothing is
+written to the working directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -24,6 +31,12 @@ if TYPE_CHECKING:
 _BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
 
 
+SERIES = "series."  # the prefix of every per-step or per-sample metric
+ARTIFACTS_DIR = "mlartifacts"  # under paths.output_root, with the default store
+# The experiment's kind, as MLflow's UI reads it: classic runs, not GenAI traces.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def tracking_uri(tracking: TrackingConfig, output_root: str) -> str:
     """``tracking.tracking_uri``, else ``MLFLOW_TRACKING_URI``, else SQLite under outputs/."""
     if tracking.tracking_uri:
@@ -34,6 +47,39 @@ def tracking_uri(tracking: TrackingConfig, output_root: str) -> str:
     db = resolve_path(output_root) / "mlflow.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{db}"
+
+
+def artifact_root(tracking: TrackingConfig, output_root: str) -> Path | None:
+    """Where a new experiment keeps its artifacts: ``<output_root>/mlartifacts`` (absolute)
+    with the default store; None (MLflow's or the server's choice) with any other."""
+    if tracking.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"):
+        return None
+    return resolve_path(output_root) / ARTIFACTS_DIR
+
+
+def use_experiment(tracking: TrackingConfig, output_root: str, name: str | None = None) -> str:
+    """Point MLflow at the configured store and experiment, creating it if new; its id.
+
+    A new experiment in the default store gets ``<output_root>/mlartifacts`` as its artifact
+    location, resolved now, so artifacts land beside the database whatever the working
+    directory (MLflow's own default is ``./mlruns`` under it).
+    """
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    uri = tracking_uri(tracking, output_root)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    name = name or tracking.experiment
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        root = artifact_root(tracking, output_root)
+        with contextlib.suppress(MlflowException):  # another process created it meanwhile
+            client.create_experiment(
+                name, artifact_location=None if root is None else str(root), tags=EXPERIMENT_KIND
+            )
+    return mlflow.set_experiment(name).experiment_id
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -80,8 +126,10 @@ def trial_tags(result: TrialResult) -> dict[str, str]:
 def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
     """Per-step and per-sample series as MLflow metrics with their step index.
 
-    ``cpu_percent`` and ``memory_mb`` share the index of the process-tree sample they come
-    from, so the two stay aligned in time though memory is read less often.
+    Each is named ``series.<what>`` (``series.step_time_ms``, ``series.data_wait_ms``,
+    ``series.copy_ms``, ``series.compute_ms``, ``series.cpu_percent``, ``series.memory_mb``).
+    ``series.cpu_percent`` and ``series.memory_mb`` share the index of the process-tree sample
+    they come from, so the two stay aligned in time though memory is read less often.
     """
     from mlflow.entities import Metric
 
@@ -93,11 +141,11 @@ def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
             ("copy_ms", r.copy_s),
             ("compute_ms", r.compute_s),
         ):
-            out.append(Metric(key, value * 1000.0, timestamp_ms, r.index))
+            out.append(Metric(SERIES + key, value * 1000.0, timestamp_ms, r.index))
     for i, s in enumerate(result.resources):  # memory is read in some samples only
-        out.append(Metric("cpu_percent", s.cpu_percent, timestamp_ms, i))
+        out.append(Metric(SERIES + "cpu_percent", s.cpu_percent, timestamp_ms, i))
         if s.memory_bytes is not None:
-            out.append(Metric("memory_mb", s.memory_bytes / 2**20, timestamp_ms, i))
+            out.append(Metric(SERIES + "memory_mb", s.memory_bytes / 2**20, timestamp_ms, i))
     return out
 
 
@@ -112,8 +160,7 @@ def mlflow_run(
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    mlflow.set_tracking_uri(tracking_uri(tracking, output_root))
-    mlflow.set_experiment(tracking.experiment)
+    use_experiment(tracking, output_root)
     with mlflow.start_run(run_name=run_name or tracking.run_name, **kwargs) as run:
         yield run
 
@@ -153,3 +200,45 @@ def log_trial(
         (Path(tmp) / "trial_result.json").write_text(json.dumps(result.to_dict(), indent=1))
         (Path(tmp) / "diagnosis.json").write_text(json.dumps(diagnosis.evidence, indent=1))
         client.log_artifacts(run_id, tmp)
+
+
+UI_PORT = 5000
+
+
+def ui_hint(uri: str, experiment_id: str, run_id: str, artifacts: Path | None) -> list[str]:
+    """Lines that say how to open a run in MLflow's UI.
+
+    On an http(s) tracking server: the run's URL. Otherwise one command that serves this store
+    on 127.0.0.1 with one worker and no background job runners (light enough to leave
+    running), then the URL of the experiment's runs table (``#/experiments/<id>/runs``, the
+    route of MLflow 3's UI; the bare experiment page may open on GenAI traces).
+    """
+    if uri.startswith(("http://", "https://")):
+        return [f"MLflow: {uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"]
+    import shlex
+
+    command = [
+        mlflow_command(),
+        "ui",
+        "--backend-store-uri",
+        uri,
+    ]
+    if artifacts is not None:
+        command += ["--artifacts-destination", str(artifacts)]
+    command += ["--host", "127.0.0.1", "--port", str(UI_PORT), "--workers", "1"]
+    return [
+        "MLflow UI: MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shlex.join(command),
+        f"  then open http://127.0.0.1:{UI_PORT}/#/experiments/{experiment_id}/runs",
+    ]
+
+
+def mlflow_command() -> str:
+    """``mlflow`` if that is this environment's, else the full path of this environment's."""
+    import shutil
+    import sys
+
+    own = Path(sys.executable).with_name("mlflow")
+    found = shutil.which("mlflow")
+    if not own.exists() or (found and Path(found).resolve() == own.resolve()):
+        return "mlflow"
+    return str(own)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
-from rich.console import Console
 from rich.table import Table
+
+from loadertune.report import wide_console
 
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
@@ -29,7 +31,7 @@ class SweepView:
     ) -> None:
         self.study = study
         self.budget = budget
-        self.console = Console()
+        self.console = wide_console()
         earlier = len([t for t in study.trials if t.state.is_finished()])
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
@@ -61,13 +63,14 @@ class SweepView:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        from ._verdict_text import confidence_lines, details, headline, verdict_table
+        from ._verdict_text import ORDER, confidence_lines, details, headline, verdict_table
 
         self.console.print(Markdown(headline(rec)))
         colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]
         for i, line in enumerate(confidence_lines(assurance)):
             self.console.print(f"[bold {colour}]{line}[/]" if i == 0 else line, highlight=False)
         self.console.print(verdict_table(rec, cands))
+        self.console.print(f"[dim]{ORDER}[/]")
         self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
         self.console.print(f"exported: {loader}  (use: loadertune loader=best)")
 
@@ -99,8 +102,9 @@ class SweepView:
             return "-"
         return f"{b.value:.4f} (#{b.number})"
 
-    def final(self, results: dict[str, Any], sweep_dir: Path) -> None:
-        """A table of the study's trials, fastest first, and where the results are."""
+    def final(self, results: dict[str, Any], sweep_dir: Path, landing: Sequence[str] = ()) -> None:
+        """The trials, fastest first; how to open the sweep in MLflow; where the results
+        are; and last, the recommendation and where it was written."""
         table = Table(title=f"study {self.study.study_name}: trials, fastest first")
         for column in ("#", "state", "params", "ms/sample", "note"):
             table.add_column(column)
@@ -120,12 +124,33 @@ class SweepView:
                 str(note),
             )
         self.console.print(table)
-        if results.get("best_value") is not None:
-            self.console.print(
-                f"best: trial {results['best_trial_number']} at {results['best_value']:.4f} "
-                f"ms/sample with {results['best_params']}"
-            )
-        self.console.print(f"results: {sweep_dir / 'optimization_results.yaml'}")
+        for line in landing:
+            self.console.print(line, highlight=False, soft_wrap=True)
+        self.console.print(f"results: {sweep_dir / 'optimization_results.yaml'}", soft_wrap=True)
+        for line in outcome_lines(results):
+            self.console.print(line, highlight=False, soft_wrap=True)
+
+
+def outcome_lines(results: dict[str, Any]) -> list[str]:
+    """The sweep's answer in words: the verdict's recommendation and where it was written;
+    without a verdict, the search's fastest measurement, named as such."""
+    rec = results.get("recommended")
+    if rec:
+        params = " ".join(f"{k}={v}" for k, v in rec["params"].items()) or "(defaults)"
+        return [
+            f"[bold green]recommended:[/] {params} (trial {rec['trial_number']}): "
+            f"{rec['time_per_sample_ms']:.4f} ms/sample, {rec['samples_per_s']:,.0f} samples/s "
+            f"(median of {rec['repeats']} verdict repeats); confidence {rec['confidence']}",
+            f"written to: {' and '.join(rec['written_to'])}  (use: loadertune loader=best)",
+        ]
+    if results.get("best_value") is None:
+        return ["no trial completed: nothing to recommend"]
+    params = " ".join(f"{k}={v}" for k, v in (results.get("best_params") or {}).items())
+    return [
+        f"fastest in the search (no verdict, so not a recommendation): trial "
+        f"{results['best_trial_number']} at {results['best_value']:.4f} ms/sample with "
+        f"{params or '(defaults)'}"
+    ]
 
 
 def quiet_libraries() -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-import statistics
 import tempfile
 import time
 import warnings
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +27,13 @@ from loadertune.timing import StepRecord, summarize
 from . import _fleet
 
 if TYPE_CHECKING:
-    from ._confidence import Assurance
     from ._guess import Guess
+    from ._verdict_run import Verdict
 
 _log = logging.getLogger(__name__)
 
 PARENT_RUN = "mlflow_parent_run_id"
+OBJECTIVE = "time per sample (ms)"  # the objective's name and unit on Optuna's plots
 MLFLOW_STATUS = {
     TrialState.COMPLETE: "FINISHED",
     TrialState.PRUNED: "KILLED",
@@ -41,7 +42,12 @@ MLFLOW_STATUS = {
 
 
 class SweepRecorder:
-    """One MLflow parent run per sweep invocation, one child run per trial."""
+    """One MLflow parent run per sweep invocation, one child run per trial.
+
+    A child run starts and ends when its trial did. A repeat (``repeat_of``, answered from an
+    earlier measurement) carries the figures of the run it repeats, so every child row sorts
+    and charts alike.
+    """
 
     def __init__(
         self,
@@ -51,20 +57,21 @@ class SweepRecorder:
         storage: str,
         sampler: str,
     ) -> None:
-        import mlflow
         from mlflow import MlflowClient
 
-        from loadertune.tracking import tracking_uri
+        from loadertune.tracking import artifact_root, tracking_uri, use_experiment
 
         self.enabled = tracking.enabled
         self.parent_id: str | None = None
+        self.study_name = study.study_name
+        self.runs: dict[int, str] = {}  # trial number -> its child run, in this sweep
+        self.recommended: dict[str, Any] | None = None  # the verdict's pick, once given
         if not self.enabled:
             return
-        uri = tracking_uri(tracking, output_root)
-        mlflow.set_tracking_uri(uri)
-        self.client = MlflowClient(uri)
-        experiment = mlflow.set_experiment(tracking.experiment)
-        self.experiment_id = experiment.experiment_id
+        self.uri = tracking_uri(tracking, output_root)
+        self.artifacts = artifact_root(tracking, output_root)
+        self.client = MlflowClient(self.uri)
+        self.experiment_id = use_experiment(tracking, output_root)
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"sweep {study.study_name} on {socket.gethostname()}",
@@ -90,16 +97,16 @@ class SweepRecorder:
         """Create the trial's child run with its state, reason and whatever it measured."""
         if not self.enabled:
             return None
-        from mlflow.entities import Metric, Param
-
-        from loadertune.tracking import log_trial, trial_params
+        from loadertune.tracking import log_trial
 
         run = self.client.create_run(
             self.experiment_id,
+            start_time=_ms(frozen.datetime_start),
             run_name=f"trial {frozen.number}",
             tags={
                 "mlflow.parentRunId": str(self.parent_id),
                 "loadertune.kind": "trial",
+                "optuna.study_name": self.study_name,
                 "optuna.trial_number": str(frozen.number),
                 "optuna.state": frozen.state.name,
                 **tags,
@@ -109,29 +116,77 @@ class SweepRecorder:
         if config is not None and result is not None:
             log_trial(run_id, config, result, resolved_yaml)
         else:
-            now = int(time.time() * 1000)
-            params = (
-                []
-                if config is None
-                else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
-            )
-            metrics = [Metric(k, float(v), now, 0) for k, v in partial_metrics(steps).items()]
-            for r in steps:
-                metrics.append(Metric("step_time_ms", r.step_s * 1000, now, r.index))
-                metrics.append(Metric("data_wait_ms", r.wait_s * 1000, now, r.index))
-            for i in range(0, max(len(metrics), 1), 1000):
-                self.client.log_batch(
-                    run_id,
-                    metrics=metrics[i : i + 1000],
-                    params=params if i == 0 else [],
-                )
-            self.client.log_text(run_id, resolved_yaml, "config.yaml")
+            self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml, tags)
         if frozen.user_attrs.get("error"):
             self.client.log_text(run_id, str(frozen.user_attrs["error"]), "error.txt")
         for key, value in frozen.params.items():
             self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", str(value))
-        self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"))
+        end = _ms(frozen.datetime_complete)
+        self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"), end)
+        if "repeat_of" not in tags:
+            self.runs[frozen.number] = run_id
         return run_id
+
+    def _log_unmeasured(
+        self,
+        run_id: str,
+        frozen: FrozenTrial,
+        config: RunConfig | None,
+        steps: list[StepRecord],
+        resolved_yaml: str,
+        tags: dict[str, str],
+    ) -> None:
+        """Params and figures of a trial with no full result: a repeat, or a stopped one."""
+        from mlflow.entities import Metric, Param
+
+        from loadertune.tracking import SERIES, trial_params
+
+        now = int(time.time() * 1000)
+        params = (
+            [] if config is None else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
+        )
+        figures = partial_metrics(steps)
+        if "repeat_of" in tags:
+            figures = self.figures_of(int(tags["repeat_of"]), frozen.value)
+        metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
+        for r in steps:
+            metrics.append(Metric(SERIES + "step_time_ms", r.step_s * 1000, now, r.index))
+            metrics.append(Metric(SERIES + "data_wait_ms", r.wait_s * 1000, now, r.index))
+        for i in range(0, max(len(metrics), 1), 1000):
+            self.client.log_batch(
+                run_id, metrics=metrics[i : i + 1000], params=params if i == 0 else []
+            )
+        self.client.log_text(run_id, resolved_yaml, "config.yaml")
+
+    def figures_of(self, number: int, value: float | None = None) -> dict[str, float]:
+        """The summary figures of trial ``number``'s measured child run (no series), for a
+        repeat of it; its time per sample alone if that run cannot be found."""
+        from loadertune.tracking import SERIES
+
+        run_id = self.run_of(number)
+        figures: dict[str, float] = {}
+        if run_id is not None:
+            metrics = self.client.get_run(run_id).data.metrics
+            figures = {k: v for k, v in metrics.items() if not k.startswith(SERIES)}
+        if not figures and value is not None:
+            figures = {"time_per_sample_ms": float(value)}
+        return figures
+
+    def run_of(self, number: int) -> str | None:
+        """The child run that measured trial ``number`` of this study: this sweep's, or an
+        earlier sweep's (a resumed study); None if none is found."""
+        if number in self.runs:
+            return self.runs[number]
+        found = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=(
+                f"tags.`optuna.study_name` = '{self.study_name}' and "
+                f"tags.`optuna.trial_number` = '{number}' and attributes.status = 'FINISHED'"
+            ),
+            max_results=20,
+        )
+        measured = [r for r in found if "repeat_of" not in r.data.tags]
+        return measured[0].info.run_id if measured else None
 
     def finish(
         self,
@@ -140,19 +195,26 @@ class SweepRecorder:
         results: dict[str, Any],
         status: str = "FINISHED",
     ) -> None:
-        """Best params and value, the trials table and Optuna's plots on the parent run."""
+        """The search's fastest measurement, the trials table and Optuna's plots on the
+        parent run, then end it.
+
+        The search's single fastest measurement is named as such: params
+        ``search_best.<key>``, metrics ``search_best_time_per_sample_ms`` and
+        ``search_best_trial_number``. The recommendation (``recommended.*``) is the verdict's,
+        logged by :func:`._record_verdict.log_verdict`.
+        """
         if not self.enabled or self.parent_id is None:
             return
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
         best = (results.get("best_params") or {}).items()
-        params = [Param(f"best.{k.lstrip('+')}", str(v)) for k, v in best]
+        params = [Param(f"search_best.{k.lstrip('+')}", str(v)) for k, v in best]
         metrics = []
         if results.get("best_value") is not None:
             metrics = [
-                Metric("best_time_per_sample_ms", float(results["best_value"]), now, 0),
-                Metric("best_trial_number", float(results["best_trial_number"]), now, 0),
+                Metric("search_best_time_per_sample_ms", float(results["best_value"]), now, 0),
+                Metric("search_best_trial_number", float(results["best_trial_number"]), now, 0),
             ]
         self.client.log_batch(self.parent_id, metrics=metrics, params=params)
         self.client.log_artifact(self.parent_id, str(sweep_dir / "optimization_results.yaml"))
@@ -163,6 +225,23 @@ class SweepRecorder:
                 _log.debug("plot %s", name)
             self.client.log_artifacts(self.parent_id, tmp)
         self.client.set_terminated(self.parent_id, status)
+
+    def log_verdict(self, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None) -> None:
+        """Keep the verdict's pick for the results file; record it on the parent and child
+        runs (:func:`._record_verdict.log_verdict`)."""
+        from . import _record_verdict
+
+        self.recommended = _record_verdict.recommended_block(verdict, sweep_dir)
+        _record_verdict.log_verdict(self, verdict, sweep_dir, guess)
+
+    def landing(self) -> list[str]:
+        """How to open this sweep in MLflow's UI: the parent run's URL on a tracking
+        server, else the command that serves this store and the runs table's URL."""
+        if not self.enabled or self.parent_id is None:
+            return []
+        from loadertune.tracking import ui_hint
+
+        return ui_hint(self.uri, self.experiment_id, self.parent_id, self.artifacts)
 
     def record_orphans(self, study: optuna.Study, numbers: list[int]) -> None:
         """Record trials a dead sweep left RUNNING: a FAILED child under the dead sweep's
@@ -189,60 +268,15 @@ class SweepRecorder:
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
 
-    def log_verdict(
-        self,
-        rec: Any,
-        assurance: Assurance,
-        markdown: str,
-        sweep_dir: Path,
-        guess: Guess | None = None,
-        guess_measured_ms: float | None = None,
-    ) -> None:
-        """The verdict on the parent run: tags, verdict.md, best_loader.yaml and its plot.
-
-        Metrics: ``verdict_time_per_sample_ms`` and ``verdict_samples_per_s`` (medians of
-        the recommendation's repeats: what ``scripts/train.py`` should reproduce),
-        ``verdict_tolerance`` (the noise allowed for), ``verdict_noise`` (the noise measured), the
-        tags ``verdict.confidence`` and ``verdict.confidence_why``, and the model-based guess
-        against its measurement
-        (``guess_num_workers``, ``guess_time_per_sample_ms``,
-        ``guess_measured_time_per_sample_ms``).
-        """
-        if not self.enabled or self.parent_id is None:
-            return
-        c = rec.chosen
-        if c.samples_per_s:
-            rate = statistics.median(c.samples_per_s)
-            self.client.log_metric(self.parent_id, "verdict_samples_per_s", rate)
-        if guess:
-            self.client.log_metric(self.parent_id, "guess_num_workers", guess.workers)
-            self.client.log_metric(
-                self.parent_id, "guess_time_per_sample_ms", guess.time_per_sample_ms
-            )
-            self.client.set_tag(self.parent_id, "guess.bound", guess.bound.value)
-        if guess_measured_ms is not None:
-            self.client.log_metric(
-                self.parent_id, "guess_measured_time_per_sample_ms", guess_measured_ms
-            )
-        self.client.set_tag(self.parent_id, "verdict.num_workers", str(c.workers))
-        self.client.set_tag(self.parent_id, "verdict.trial", str(c.trial.number))
-        self.client.set_tag(self.parent_id, "verdict.bottleneck", c.bottleneck)
-        self.client.set_tag(self.parent_id, "verdict.why", c.why)
-        self.client.set_tag(self.parent_id, "verdict.confidence", assurance.level.value)
-        self.client.set_tag(self.parent_id, "verdict.confidence_why", assurance.why)
-        if assurance.settle:
-            self.client.set_tag(self.parent_id, "verdict.settle", assurance.settle)
-        self.client.log_metric(self.parent_id, "verdict_noise", rec.noise)
-        self.client.set_tag(self.parent_id, "mlflow.note.content", markdown)
-        self.client.log_metric(self.parent_id, "verdict_time_per_sample_ms", c.median)
-        self.client.log_metric(self.parent_id, "verdict_tolerance", rec.tolerance)
-        for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
-            self.client.log_artifact(self.parent_id, str(sweep_dir / name))
-
     def abort(self, status: str = "KILLED") -> None:
         """End the parent run when the sweep stops early (Ctrl-C, an error)."""
         if self.enabled and self.parent_id is not None:
             self.client.set_terminated(self.parent_id, status)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    """A trial's start or end as MLflow's milliseconds since the epoch (None: now)."""
+    return None if moment is None else int(moment.timestamp() * 1000)
 
 
 def partial_metrics(steps: list[StepRecord]) -> dict[str, float]:
@@ -283,7 +317,7 @@ def save_plots(study: optuna.Study, out: Path) -> list[str]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ax = plot(study)
+                ax = plot(study, target_name=OBJECTIVE)
             figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
             figure.savefig(out / name, dpi=100, bbox_inches="tight")
             plt.close(figure)
@@ -298,8 +332,14 @@ def _varied(trials: list[FrozenTrial]) -> bool:
     return any(len({str(t.params.get(k)) for t in trials}) > 1 for k in keys)
 
 
-def results_yaml(study: optuna.Study, storage: str) -> dict[str, Any]:
-    """The content of ``optimization_results.yaml``, in the official plugin's shape and more."""
+def results_yaml(
+    study: optuna.Study, storage: str, recommended: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The content of ``optimization_results.yaml``, in the official plugin's shape and more.
+
+    ``best_*`` are Optuna's: the search's single fastest measurement. ``recommended`` is the
+    verdict's pick (see :func:`._record_verdict.recommended_block`), None without a verdict.
+    """
     data: dict[str, Any] = {
         "name": "loadertune",
         "study_name": study.study_name,
@@ -307,6 +347,7 @@ def results_yaml(study: optuna.Study, storage: str) -> dict[str, Any]:
         "best_params": None,
         "best_value": None,
         "best_trial_number": None,
+        "recommended": recommended,
     }
     try:
         best = study.best_trial
@@ -318,8 +359,16 @@ def results_yaml(study: optuna.Study, storage: str) -> dict[str, Any]:
     return data
 
 
+RESULTS_HEADER = (
+    "# recommended: the verdict's pick, measured again interleaved with the other candidates:\n"
+    "#   the setting to use (also in best_loader.yaml). Null when no verdict ran.\n"
+    "# best_params, best_value, best_trial_number: the search's single fastest measurement\n"
+    "#   (Optuna's best trial), in the shape of Hydra's Optuna sweeper.\n"
+)
+
+
 def write_results(sweep_dir: Path, data: dict[str, Any]) -> Path:
-    """Write ``optimization_results.yaml`` into the sweep directory."""
+    """Write ``optimization_results.yaml`` into the sweep directory, with what each key is."""
     path = sweep_dir / "optimization_results.yaml"
-    OmegaConf.save(OmegaConf.create(data), path)
+    path.write_text(RESULTS_HEADER + OmegaConf.to_yaml(OmegaConf.create(data)))
     return path

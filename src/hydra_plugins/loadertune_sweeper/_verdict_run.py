@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loadertune.machine import usable_cpus
 
@@ -47,6 +47,7 @@ class Verdict:
     assurance: Assurance
     markdown: str
     loader_file: Path  # the config group option ``loader=best``
+    settings: dict[str, Any]  # the loader settings written there
 
     @property
     def guess_measured_ms(self) -> float | None:
@@ -136,7 +137,15 @@ class VerdictRun:
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         loader_file = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
-        return Verdict(rec, cands, assurance, text, loader_file)
+        return Verdict(rec, cands, assurance, text, loader_file, written_settings(loader_file))
+
+
+def written_settings(loader_file: Path) -> dict[str, Any]:
+    """The loader settings as exported, read back: the keys the file has, whatever they are."""
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(OmegaConf.load(loader_file))
+    return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def search_busy(study: optuna.Study) -> list[float]:

@@ -55,7 +55,7 @@ def verdict_markdown(
             f"{statistics.median(c.cpu_percent or [0]):.0f} | "
             f"{statistics.median(c.other_cpu_percent or [0]):.0f} | {c.bottleneck} |"
         )
-    lines = [headline(rec, unit), "", *confidence_lines(assurance), "", *rows, ""]
+    lines = [headline(rec, unit), "", *confidence_lines(assurance), "", *rows, "", ORDER, ""]
     lines += details(rec, cands, unit, guess, workers_range)
     return "\n".join(lines) + "\n"
 
@@ -99,9 +99,10 @@ def details(
     workers_range: WorkersRange | None = None,
 ) -> list[str]:
     """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
-    text = [
+    text = [  # none over the advice the pick itself stands for: that would read 1.00x
         f"- speed-up over {role.label}: {mid:.2f}x (rounds ranged {low:.2f}x to {high:.2f}x)"
         for role, (mid, low, high) in rec.speedups.items()
+        if role not in rec.chosen.roles
     ]
     if rec.chosen.why:
         text += ["", f"What limits it: {rec.chosen.why}"]
@@ -157,8 +158,19 @@ def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms")
     return table
 
 
+ORDER = (
+    "Rows in the search's order: its fastest settings first (top 1, top 2, ...: their time in "
+    "the search), then the baselines; each time shown is the verdict's median of its repeats."
+)
+
+
 def _ranked(cands: list[Candidate]) -> list[Candidate]:
-    return sorted((c for c in cands if c.values), key=lambda c: c.median)
+    """The measured candidates in the search's order: a stable order, whatever the rounds
+    measured (the top ranks come first, in rank order)."""
+    return sorted(
+        (c for c in cands if c.values),
+        key=lambda c: (float("inf") if c.trial.value is None else c.trial.value, c.trial.number),
+    )
 
 
 _SHORT = {

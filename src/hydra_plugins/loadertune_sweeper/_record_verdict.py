@@ -1,0 +1,135 @@
+"""The verdict in MLflow and in the results file: the recommendation is the headline.
+
+The parent run names the recommendation (params ``recommended.loader.<key>``, metrics
+``recommended_time_per_sample_ms``, ``recommended_samples_per_s``, ``recommended_trial_number``);
+each candidate's child run carries its verdict figures (``verdict_rank``,
+``verdict_time_per_sample_ms`` ...), and the recommended one is tagged ``recommended=true``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loadertune.search_rules import plain_key
+
+if TYPE_CHECKING:
+    from ._guess import Guess
+    from ._record import SweepRecorder
+    from ._verdict import Candidate
+    from ._verdict_run import Verdict
+
+RECOMMENDED_TAG = "recommended"
+
+
+def recommended_block(verdict: Verdict, sweep_dir: Path) -> dict[str, Any]:
+    """The ``recommended:`` block of ``optimization_results.yaml``: the settings, the
+    verdict's figures for them, how sure, which trial, and where they were written."""
+    chosen = verdict.rec.chosen
+    return {
+        "trial_number": chosen.trial.number,
+        "params": {plain_key(k): v for k, v in chosen.trial.params.items()},
+        "loader": dict(verdict.settings),
+        "time_per_sample_ms": chosen.median,
+        "samples_per_s": _median(chosen.samples_per_s),
+        "repeats": len(chosen.values),
+        "confidence": verdict.assurance.level.value,
+        "confidence_why": verdict.assurance.why,
+        "written_to": [str(sweep_dir / "best_loader.yaml"), str(verdict.loader_file)],
+    }
+
+
+def log_verdict(
+    recorder: SweepRecorder, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None
+) -> None:
+    """The verdict on the parent run and on each candidate's child run.
+
+    Parent: ``recommended.*`` (above), ``verdict_tolerance`` (the noise allowed for),
+    ``verdict_noise`` (the noise measured), the tags ``verdict.*`` (confidence, why, what
+    limits it), the model-based guess against its measurement (``guess_num_workers``,
+    ``guess_time_per_sample_ms``, ``guess_measured_time_per_sample_ms``), verdict.md,
+    best_loader.yaml and verdict.png.
+    """
+    if not recorder.enabled or recorder.parent_id is None:
+        return
+    from mlflow.entities import Metric, Param, RunTag
+
+    rec, assurance, c = verdict.rec, verdict.assurance, verdict.rec.chosen
+    now = int(time.time() * 1000)
+    figures = {
+        "recommended_time_per_sample_ms": c.median,
+        "recommended_trial_number": float(c.trial.number),
+        "verdict_tolerance": rec.tolerance,
+        "verdict_noise": rec.noise,
+    }
+    if c.samples_per_s:
+        figures["recommended_samples_per_s"] = _median(c.samples_per_s)
+    if guess:
+        figures["guess_num_workers"] = float(guess.workers)
+        figures["guess_time_per_sample_ms"] = guess.time_per_sample_ms
+    if verdict.guess_measured_ms is not None:
+        figures["guess_measured_time_per_sample_ms"] = verdict.guess_measured_ms
+    tags = {
+        "verdict.num_workers": str(c.workers),
+        "verdict.trial": str(c.trial.number),
+        "verdict.bottleneck": c.bottleneck,
+        "verdict.why": c.why,
+        "verdict.confidence": assurance.level.value,
+        "verdict.confidence_why": assurance.why,
+        "mlflow.note.content": verdict.markdown,
+    }
+    if assurance.settle:
+        tags["verdict.settle"] = assurance.settle
+    if guess:
+        tags["guess.bound"] = guess.bound.value
+    recorder.client.log_batch(
+        recorder.parent_id,
+        metrics=[Metric(k, float(v), now, 0) for k, v in figures.items()],
+        params=[Param(f"recommended.loader.{k}", _text(v)) for k, v in verdict.settings.items()],
+        tags=[RunTag(k, v[:5000] if k != "mlflow.note.content" else v) for k, v in tags.items()],
+    )
+    for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
+        recorder.client.log_artifact(recorder.parent_id, str(sweep_dir / name))
+    _mark_children(recorder, verdict.cands, c, now)
+
+
+def _mark_children(
+    recorder: SweepRecorder, cands: list[Candidate], chosen: Candidate, now: int
+) -> None:
+    """Each measured candidate's child run gets its verdict figures; the pick, its tag."""
+    from mlflow.entities import Metric, RunTag
+
+    measured = sorted((c for c in cands if c.values), key=lambda c: c.median)
+    for rank, c in enumerate(measured, start=1):
+        run_id = recorder.run_of(c.trial.number)
+        if run_id is None:
+            continue
+        figures = {
+            "verdict_rank": float(rank),
+            "verdict_time_per_sample_ms": c.median,
+            "verdict_spread": c.spread,
+            "verdict_repeats": float(len(c.values)),
+        }
+        if c.samples_per_s:
+            figures["verdict_samples_per_s"] = _median(c.samples_per_s)
+        tags = [RunTag("verdict.role", c.name)]
+        if c is chosen:
+            tags.append(RunTag(RECOMMENDED_TAG, "true"))
+        recorder.client.log_batch(
+            run_id, metrics=[Metric(k, v, now, 0) for k, v in figures.items()], tags=tags
+        )
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _text(value: Any) -> str:
+    """A loader setting as its YAML spelling: ``null``, ``true``, ``4``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

@@ -252,13 +252,13 @@ class SweepEngine:
         """Write the results and end the parent run, whatever stopped the sweep."""
         study, plan = session.study, session.plan
         self.measure.busy.at_end()
-        results = results_yaml(study, plan.storage)
+        results = results_yaml(study, plan.storage, session.recorder.recommended)
         write_results(plan.sweep_dir, results)
         if results.get("best_value") is not None:
             session.recorder.finish(study, plan.sweep_dir, results, status)
         else:
             session.recorder.abort(status)
-        session.view.final(results, plan.sweep_dir)
+        session.view.final(results, plan.sweep_dir, session.recorder.landing())
 
     def _answer(self, session: _Session, trial: optuna.Trial) -> Answer:
         """Answer a claimed trial: refused, repeated, or measured."""
@@ -291,14 +291,7 @@ class SweepEngine:
         if verdict is None:
             return False
         guess = _guess.study_guess(session.study)
-        session.recorder.log_verdict(
-            verdict.rec,
-            verdict.assurance,
-            verdict.markdown,
-            session.plan.sweep_dir,
-            guess,
-            verdict.guess_measured_ms,
-        )
+        session.recorder.log_verdict(verdict, session.plan.sweep_dir, guess)
         session.view.verdict(
             verdict.rec,
             verdict.cands,

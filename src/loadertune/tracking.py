@@ -44,6 +44,11 @@ def tracking_uri(tracking: TrackingConfig, output_root: str) -> str:
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
+    return default_store(output_root)
+
+
+def default_store(output_root: str) -> str:
+    """The default store: ``sqlite:///<output_root>/mlflow.db`` (the folder is created)."""
     db = resolve_path(output_root) / "mlflow.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{db}"
@@ -51,8 +56,11 @@ def tracking_uri(tracking: TrackingConfig, output_root: str) -> str:
 
 def artifact_root(tracking: TrackingConfig, output_root: str) -> Path | None:
     """Where a new experiment keeps its artifacts: ``<output_root>/mlartifacts`` (absolute)
-    with the default store; None (MLflow's or the server's choice) with any other."""
-    if tracking.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"):
+    with the default store; None (MLflow's or the server's choice) with any other.
+
+    Compared by value: ``mlflow.set_tracking_uri`` itself exports ``MLFLOW_TRACKING_URI``.
+    """
+    if tracking_uri(tracking, output_root) != default_store(output_root):
         return None
     return resolve_path(output_root) / ARTIFACTS_DIR
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["ConfigError", "LoaderConfig", "TrialResult", "build_dataloader", "run_trial"]
+__all__ = [
+    "AutoLoader",
+    "ConfigError",
+    "LoaderConfig",
+    "TrialResult",
+    "build_dataloader",
+    "run_trial",
+]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from loadertune.autoloader import AutoLoader
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
     from loadertune.loader import build_dataloader
@@ -20,6 +28,7 @@ if TYPE_CHECKING:
     from loadertune.trial import run_trial
 
 _WHERE = {
+    "AutoLoader": "loadertune.autoloader",
     "ConfigError": "loadertune.errors",
     "LoaderConfig": "loadertune.config",
     "TrialResult": "loadertune.result",

@@ -1,0 +1,14 @@
+"""``AutoLoader``: a DataLoader that tunes its own settings during the first training steps.
+
+Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) →
+``_driver`` (the loop: timing, switching, settling) → ``_probe`` (one probe loader and its
+faults) · ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence,
+report) · ``_record`` (MLflow, best_loader.yaml) → ``_schedule`` (guess, candidates, rounds)
+→ ``_stats`` (paired ratios, cheapest within noise, confidence).
+"""
+
+from __future__ import annotations
+
+from loadertune.autoloader._loader import AutoLoader
+
+__all__ = ["AutoLoader"]

@@ -1,0 +1,137 @@
+"""The decision: the cheapest setting within noise of the fastest, how sure, and why, in words.
+
+Reads only the tuner's measures, so it is tested with synthetic figures; the bottleneck label
+is :func:`loadertune.diagnosis.diagnose`'s, from the chosen setting's own probe segments.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+
+from loadertune.autoloader._schedule import Measure, Setting, Tuner
+from loadertune.autoloader._stats import Assurance, assess, recommend
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What AutoLoader settled on, against what it measured."""
+
+    chosen: Setting
+    fastest: Setting
+    ratio: float  # chosen's time over the fastest's (median of rounds)
+    noise: float
+    assurance: Assurance
+    bottleneck: str = ""
+    why: str = ""
+    evidence: dict[str, float] = field(default_factory=dict)
+
+
+def decide(tuner: Tuner, cpus: int) -> Decision:
+    """Recommend from the interleaved rounds; without two settings compared, keep what ran."""
+    times = tuner.compared()
+    if len(times) >= 2:
+        choice = recommend(times, {s: s.cost for s in times})
+        chosen, fastest = choice.chosen, choice.fastest
+        assurance = assess(choice, times)
+        ratio, noise = choice.ratio, choice.noise
+    else:
+        chosen = next(iter(times), None) or _fallback(tuner)
+        fastest, ratio, noise = chosen, 1.0, 0.0
+        assurance = Assurance("low", "Fewer than two settings were compared (tune_steps too low).")
+    chosen = settle_setting(chosen, tuner)
+    fastest = settle_setting(fastest, tuner)
+    label, why, evidence = _diagnose(tuner.measures, chosen, cpus)
+    return Decision(chosen, fastest, ratio, noise, assurance, label, why, evidence)
+
+
+def settle_setting(s: Setting, tuner: Tuner) -> Setting:
+    """The setting to keep for the rest of training: persistent workers unless fixed off."""
+    return replace(s, persistent_workers=s.num_workers > 0).fixed(tuner.fixed)
+
+
+def _fallback(tuner: Tuner) -> Setting:
+    """Without comparisons: the model guess when there is one, else what last worked."""
+    if tuner.guess is not None:
+        w = tuner.guess.workers
+        return Setting(w, 2 if w else None, w > 0, tuner.accelerator).fixed(tuner.fixed)
+    return tuner.last_good()
+
+
+def _same(a: Setting, b: Setting) -> bool:
+    return replace(a, persistent_workers=False) == replace(b, persistent_workers=False)
+
+
+def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str, str, dict]:  # type: ignore[type-arg]
+    """:func:`~loadertune.diagnosis.diagnose` on the chosen setting's segments."""
+    from loadertune.diagnosis import diagnose
+
+    mine = [m for m in measures if _same(m.setting, chosen) and not m.failed and m.steps]
+    if not mine:
+        return "", "", {}
+    wall = sum(m.wait_s + m.step_s for m in mine)
+    d = diagnose(
+        num_workers=chosen.num_workers,
+        data_wait_fraction=sum(m.wait_s for m in mine) / wall if wall else 0.0,
+        cpu_percent_mean=100.0 * sum(m.tree_cpu_s for m in mine) / wall if wall else 0.0,
+        usable_cpus=cpus,
+        copy_ms_mean=0.0,  # the copy is inside the training step, not seen apart
+        step_time_ms_p50=statistics.median(m.per_batch_s for m in mine) * 1000,
+        peak_memory_mb=max(m.peak_rss_mb for m in mine),
+    )
+    return d.label, d.sentence, d.evidence
+
+
+def probe_rows(tuner: Tuner) -> list[dict[str, object]]:
+    """One row per setting measured: rounds, median time per batch, wait share, start-up."""
+    rows: dict[Setting, list[Measure]] = {}
+    for m in tuner.measures:
+        rows.setdefault(m.setting, []).append(m)
+    out = []
+    for s, ms in rows.items():
+        ok = [m for m in ms if not m.failed and m.steps]
+        out.append(
+            {
+                "setting": s.name,
+                "segments": len(ms),
+                "steps": sum(m.steps for m in ms),
+                "ms_per_batch": 1000 * statistics.median(m.per_batch_s for m in ok) if ok else 0.0,
+                "wait_share": statistics.median(m.wait_share for m in ok) if ok else 0.0,
+                "startup_s": statistics.median(m.startup_s for m in ms),
+                "peak_rss_mb": max(m.peak_rss_mb for m in ms),
+                "failed": tuner.dropped.get(s, ""),
+            }
+        )
+    return out
+
+
+def report_text(decision: Decision | None, tuner: Tuner) -> str:
+    """What was tried, measured and why the choice: a few lines for a terminal or a log."""
+    lines = []
+    if tuner.guess is not None:
+        g = tuner.guess
+        lines.append(
+            f"guess: {g.workers} workers ({g.bound}): load {g.load_ms:.1f} ms/batch on "
+            f"{g.load_cpu:.1f} cores, step {g.step_ms:.1f} ms on {g.step_cpu:.1f} cores"
+        )
+    lines.append("setting      steps  ms/batch  wait  start-up  peak MB  note")
+    for r in probe_rows(tuner):
+        lines.append(
+            f"{r['setting']:<12} {r['steps']:>5}  {r['ms_per_batch']:>8.2f}  "
+            f"{r['wait_share']:>4.0%}  {r['startup_s']:>7.2f}s  {r['peak_rss_mb']:>7.0f}  "
+            f"{('dropped: ' + str(r['failed'])) if r['failed'] else ''}"
+        )
+    if decision is None:
+        lines.append("still tuning")
+        return "\n".join(lines)
+    d = decision
+    head = (
+        f"chosen: {d.chosen.name} (fastest measured)"
+        if _same(d.chosen, d.fastest)
+        else f"chosen: {d.chosen.name}, the cheapest within noise ({d.noise:.1%}) of the "
+        f"fastest {d.fastest.name} ({d.ratio - 1:+.1%})"
+    )
+    lines += [head, f"confidence: {d.assurance.level}. {d.assurance.why}"]
+    if d.bottleneck:
+        lines.append(f"bottleneck: {d.bottleneck}: {d.why}")
+    return "\n".join(lines)

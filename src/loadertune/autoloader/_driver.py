@@ -1,0 +1,186 @@
+"""The tuning loop inside the user's training loop: time each step, switch probes, settle.
+
+The time spent inside ``next()`` is the wait, the time between two batches the user's step;
+together, one cycle of the training loop. Each segment runs one setting for a number of
+steps; a switch closes the previous loader (its batches in flight go back to the plan) and
+starts the next, and that start-up is counted against the setting that pays it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from loadertune.autoloader._decision import Decision, decide
+from loadertune.autoloader._plan import IndexPlan, PlanSampler
+from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
+from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset
+
+MEMORY_CHECK_EVERY = 4  # steps between reads of the probe's memory
+
+
+class Driver:
+    """Runs the epochs: the plan, the tuner, the live probe and its measure."""
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        plan: IndexPlan,
+        tuner: Tuner,
+        build: Callable[[Setting, PlanSampler, float], DataLoader[Any]],
+        clock: Callable[[], float],
+        probe_timeout_s: float,
+        memory_limit_mb: float,
+        on_settle: Callable[[Decision], None],
+    ) -> None:
+        self.dataset, self.plan, self.tuner, self.build = dataset, plan, tuner, build
+        self.clock, self.probe_timeout_s, self.memory_limit_mb = (
+            clock,
+            probe_timeout_s,
+            memory_limit_mb,
+        )
+        self.on_settle = on_settle
+        self.user_timeout_s = 0.0  # the DataLoader ``timeout`` the user passed
+        self.probe: Probe | None = None
+        self.segment: Segment | None = None
+        self.measure: Measure | None = None
+        self.settled: Setting | None = None
+        self.decision: Decision | None = None
+        self._since_start = 0  # batches since the live iterator started
+        self._cpu0 = 0.0
+
+    def epoch(self, resume: bool) -> Iterator[Any]:
+        """One epoch's batches, each index exactly once, timing the loop as it runs."""
+        if not resume:
+            self.plan.begin_epoch()
+        if self.probe is not None and self.probe.running:
+            self.probe.end_epoch()  # the previous epoch was abandoned mid-way
+        while not self.plan.done:
+            probe = self._live_probe()
+            t0, c0 = self.clock(), time.process_time()
+            try:
+                batch = probe.next()
+            except StopIteration as stop:
+                if not self.plan.done:
+                    raise RuntimeError("AutoLoader: the loader stopped mid-epoch") from stop
+                break
+            except ProbeFault as fault:
+                self._drop(str(fault))
+                continue
+            wait, wait_cpu = self.clock() - t0, time.process_time() - c0
+            t1, c1 = self.clock(), time.process_time()
+            yield batch
+            self._count(wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
+        if self.probe is not None:
+            self.probe.end_epoch()
+
+    def _live_probe(self) -> Probe:
+        """The probe to fetch from: a segment's (opened on the first fetch) or the settled one."""
+        if self.settled is None and self.segment is None:
+            self._next_segment()
+        if self.probe is None:
+            setting = self.settled or self._segment_setting()
+            t0 = self.clock()
+            limit = self._hang_limit()
+            self.probe = Probe(self.dataset, setting, self.plan, self.build, limit)
+            self._add_startup(self.clock() - t0)
+        if not self.probe.running:
+            t0 = self.clock()
+            self.probe.start(guarded=self.settled is None)
+            self._since_start = 0
+            self._add_startup(self.clock() - t0)
+        return self.probe
+
+    def _hang_limit(self) -> float:
+        """A probe's batch later than this is hung: the limit, or 20 x the measured load."""
+        g = self.tuner.guess
+        return max(self.probe_timeout_s, 20 * g.load_ms / 1000) if g else self.probe_timeout_s
+
+    def _segment_setting(self) -> Setting:
+        assert self.segment is not None
+        return self.segment.setting
+
+    def _add_startup(self, seconds: float) -> None:
+        if self.measure is not None:
+            self.measure.startup_s += seconds
+
+    def _next_segment(self) -> None:
+        """Move to the tuner's next segment, or settle; switch loaders only when they differ."""
+        seg = self.tuner.next()
+        if seg is None:
+            self._settle()
+            return
+        self.segment = seg
+        self.measure = Measure(seg.setting, seg.round)
+        self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
+        if self.probe is not None and self.probe.setting != seg.setting:
+            t0 = self.clock()
+            self.probe.close()
+            self.probe = None
+            self.measure.startup_s += self.clock() - t0
+            self._cpu0 = tree_usage([])[0]
+        elif self.probe is not None:
+            self._since_start = 1 << 30  # the same loader runs on: nothing to skip
+
+    def _count(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
+        """Book one cycle; end the segment when it has its steps."""
+        self._since_start += 1
+        m, seg = self.measure, self.segment
+        if self.settled is not None or m is None or seg is None:
+            return
+        m.steps += 1
+        m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
+        m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
+        skip = max(1, min(seg.setting.num_workers, seg.steps // 2))
+        if self._since_start > skip:
+            m.counted += 1
+            m.counted_s += wait + step
+            m.counted_wait_s += wait
+        if m.steps % MEMORY_CHECK_EVERY == 0 or m.steps >= seg.steps:
+            self._read_usage(m)
+            if m.peak_rss_mb > self.memory_limit_mb and seg.setting.num_workers:
+                self._drop(
+                    f"memory {m.peak_rss_mb:.0f} MB over the {self.memory_limit_mb:.0f} MB limit"
+                )
+                return
+        if m.steps >= seg.steps:
+            self.tuner.done(seg, m)
+            self.segment = self.measure = None
+
+    def _read_usage(self, m: Measure) -> None:
+        cpu, rss = tree_usage(self.probe.worker_pids() if self.probe else [])
+        m.tree_cpu_s = cpu - self._cpu0
+        m.peak_rss_mb = max(m.peak_rss_mb, rss)
+
+    def _drop(self, why: str) -> None:
+        """A probe failed: close it (its batches go back to the plan) and carry on."""
+        assert self.probe is not None
+        self.probe.close()
+        self.probe = None
+        m, seg = self.measure, self.segment
+        if self.settled is not None or m is None or seg is None:
+            raise RuntimeError(f"AutoLoader: the settled loader failed: {why}")
+        m.failed = why
+        self.tuner.fail(seg, m, seg.steps - m.steps)
+        self.segment = self.measure = None
+
+    def _settle(self) -> None:
+        """Keep the chosen setting for the rest of training; record the decision."""
+        import os
+
+        decision = decide(self.tuner, len(os.sched_getaffinity(0)))
+        self.decision, self.settled = decision, decision.chosen
+        if self.probe is not None and self.probe.setting != decision.chosen:
+            self.probe.close()
+            self.probe = None
+        elif self.probe is not None:
+            self.probe.unguard(self.user_timeout_s)
+        self.on_settle(decision)
+
+    def resume_settled(self, setting: Setting, decision: Decision | None) -> None:
+        """After a checkpoint: no tuning, the saved choice from the first batch."""
+        self.settled, self.decision = setting, decision

@@ -1,0 +1,214 @@
+"""``AutoLoader``: a drop-in ``DataLoader`` that tunes its own settings in the first steps of
+training, then keeps the cheapest setting within noise of the fastest."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loadertune.autoloader._decision import Decision, report_text
+from loadertune.autoloader._driver import Driver
+from loadertune.autoloader._plan import IndexPlan, PlanSampler
+from loadertune.autoloader._probe import device_of, loader_settings
+from loadertune.autoloader._schedule import Setting, Tuner
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+TUNED = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+STATE_VERSION = 1
+
+
+class AutoLoader:
+    """A ``DataLoader`` that finds its fastest cheap settings inside your training loop.
+
+    Tunes ``num_workers``, ``prefetch_factor``, ``persistent_workers`` and (on an
+    accelerator) ``pin_memory``; any of them passed explicitly stays fixed. The first
+    ``tune_steps`` training steps probe settings in interleaved segments, timed from your
+    own loop; every epoch still delivers each index exactly once.
+
+    Args:
+        dataset: a map-style dataset (an ``IterableDataset`` is refused: its workers each
+            stream their own shard, so switching workers would repeat or skip samples).
+        tune_steps: training steps to tune within (0: no tuning, the model guess is not
+            measured; the default, ``num_workers=0`` unless given, is kept).
+        max_workers: most workers probed (default 8 per usable CPU, at most 64).
+        probe_timeout_s: a probe's batch later than this (or 20 x the measured load time,
+            whichever is longer) marks the probe hung.
+        memory_limit_mb: a probe whose process tree exceeds this is dropped (default: what
+            is resident now plus 80% of the memory available).
+        device: where batches go; ``pin_memory`` is probed only for an accelerator.
+        export: path of a ``best_loader.yaml`` to write once settled.
+        track: record the session in MLflow (None: when a run is open or a URI is set).
+        candidates: settings to compare instead of those around the model guess.
+        clock: seconds, for the timing (tests inject a fake one).
+        **kwargs: the rest of ``DataLoader``'s arguments, unchanged.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        *,
+        tune_steps: int = 200,
+        max_workers: int | None = None,
+        probe_timeout_s: float = 10.0,
+        memory_limit_mb: float | None = None,
+        device: torch.device | str | None = None,
+        export: str | Path | None = None,
+        track: bool | None = None,
+        candidates: list[Mapping[str, Any]] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        **kwargs: Any,
+    ) -> None:
+        from torch.utils.data import DataLoader, IterableDataset
+
+        if isinstance(dataset, IterableDataset):
+            raise TypeError(
+                "AutoLoader needs a map-style dataset: an IterableDataset's workers each stream "
+                "their own share, so switching num_workers mid-epoch would repeat or skip "
+                "samples. Tune it with a sweep (loadertune -m) and build_dataloader instead."
+            )
+        if kwargs.get("in_order", True) is False:
+            raise ValueError("AutoLoader needs in_order=True to know which batches arrived")
+        self.dataset = dataset
+        self.fixed = {k: kwargs.pop(k) for k in TUNED if k in kwargs}
+        self._timeout = float(kwargs.pop("timeout", 0.0))
+        self._context = kwargs.pop("multiprocessing_context", None)
+        self._extra = {
+            k: kwargs.pop(k) for k in ("collate_fn", "worker_init_fn", "pin_memory_device")
+            if k in kwargs
+        }  # fmt: skip
+        self._template = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **kwargs)
+        if self._template.batch_sampler is None:
+            raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
+        self.batch_size = batch_size if batch_size is not None else 0
+        self.shuffle, self.drop_last = bool(shuffle), self._template.drop_last
+        self.device, self.export, self.track = device, export, track
+        self.generator = kwargs.get("generator")
+        self._plan = IndexPlan(self._template.batch_sampler, self.generator)
+        cpus = len(os.sched_getaffinity(0))
+        accelerator = device_of(device) and "pin_memory" not in self.fixed
+        forced = [Setting(**c).fixed(self.fixed) for c in candidates] if candidates else None
+        self._tuner = Tuner(
+            budget=tune_steps,
+            cpus=cpus,
+            max_workers=max_workers or min(8 * cpus, 64),
+            accelerator=accelerator,
+            fixed=self.fixed,
+            forced=forced,
+        )
+        limit = memory_limit_mb or _default_memory_limit()
+        self._driver = Driver(
+            dataset, self._plan, self._tuner, self._build, clock, probe_timeout_s, limit,
+            self._on_settle,
+        )  # fmt: skip
+        self._driver.user_timeout_s = self._timeout
+        if tune_steps <= 0:
+            self._driver.resume_settled(Setting().fixed(self.fixed), None)
+        self._resume = False
+        self.run_id: str | None = None
+
+    def __len__(self) -> int:
+        return len(self._template)
+
+    def __iter__(self) -> Iterator[Any]:
+        resume, self._resume = self._resume, False
+        return self._driver.epoch(resume)
+
+    def _build(self, setting: Setting, sampler: PlanSampler, timeout_s: float) -> DataLoader[Any]:
+        """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``."""
+        import torch
+
+        from loadertune.loader import build_dataloader
+
+        cfg = loader_settings(setting, self.batch_size or 1, False, self.drop_last, self._context)
+        seed = torch.Generator().manual_seed(self._plan.base_seed)  # the workers' seeds
+        with warnings.catch_warnings():  # more workers than cores is what I/O-bound loads need
+            warnings.filterwarnings("ignore", message="This DataLoader will create")
+            return build_dataloader(
+                self.dataset, cfg, self.device, batch_sampler=sampler, generator=seed,
+                timeout=max(timeout_s, self._timeout) if timeout_s else self._timeout,
+                **self._extra,
+            )  # fmt: skip
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The chosen settings as ``build_dataloader`` takes them (until settled: the current)."""
+        from dataclasses import asdict
+
+        from loadertune.loader import effective_settings
+
+        d = self._driver
+        setting = d.settled or (d.segment.setting if d.segment else Setting().fixed(self.fixed))
+        cfg = loader_settings(setting, self.batch_size, self.shuffle, self.drop_last, self._context)
+        return asdict(effective_settings(cfg, self.device))
+
+    @property
+    def decision(self) -> Decision | None:
+        """What the tuning found, once settled."""
+        return self._driver.decision
+
+    def report(self) -> str:
+        """What was tried, measured and why the choice, in a few lines."""
+        return report_text(self._driver.decision, self._tuner)
+
+    def _on_settle(self, decision: Decision) -> None:
+        """Record and export, once; a failing record warns but never stops training."""
+        from loadertune.autoloader import _record
+
+        settings = self.settings
+        if self.export is not None:
+            _record.export(self.export, settings, decision)
+        try:
+            if self.track or (self.track is None and _record.mlflow_active()):
+                self.run_id = _record.record(settings, decision, self._tuner, self.report())
+        except Exception as err:  # MLflow down must not stop the training it tunes
+            warnings.warn(f"AutoLoader could not record to MLflow: {err}", stacklevel=2)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Position within the epoch, the chosen settings and the tuning state.
+
+        As torchdata's ``StatefulDataLoader``: call it between batches, save it with the
+        model; ``load_state_dict`` on a new AutoLoader before iterating resumes mid-epoch.
+        """
+        from dataclasses import asdict
+
+        from loadertune.autoloader._state import tuner_state
+
+        d = self._driver
+        return {
+            "version": STATE_VERSION,
+            "_num_yielded": self._plan.num_delivered,
+            "_iterator_finished": self._plan.done,
+            "plan": self._plan.state(),
+            "settled": asdict(d.settled) if d.settled else None,
+            "tuner": tuner_state(self._tuner, d.segment),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume where ``state`` was taken: no tuning again, no sample repeated or skipped."""
+        from loadertune.autoloader._decision import decide
+        from loadertune.autoloader._state import check_version
+
+        check_version(state, STATE_VERSION)
+        self._plan.restore(state["plan"])
+        self._tuner.restore(state["tuner"])
+        if state["settled"] is not None:
+            decision = decide(self._tuner, self._tuner.cpus) if self._tuner.measures else None
+            self._driver.resume_settled(Setting(**state["settled"]), decision)
+        self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
+
+
+def _default_memory_limit() -> float:
+    """What this process holds now plus 80% of the memory still available, in MB."""
+    import psutil
+
+    held = psutil.Process().memory_info().rss
+    return float(held + 0.8 * psutil.virtual_memory().available) / 2**20

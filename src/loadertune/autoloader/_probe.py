@@ -1,0 +1,167 @@
+"""One probe loader: built with ``build_dataloader`` on the plan's queue, watched for faults.
+
+A probe whose workers crash, hang past the limit or outgrow the memory limit raises
+:class:`ProbeFault` from :meth:`Probe.next`; its undelivered batches go back to the plan.
+A probe's workers are taken off PyTorch's SIGCHLD handler, which would otherwise raise a
+dead worker's error wherever the training process happens to be (inside the user's step);
+the iterator's own checks then report it from ``next()``, where AutoLoader can catch it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from loadertune.autoloader._plan import IndexPlan, PlanSampler
+from loadertune.autoloader._schedule import Setting
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+class ProbeFault(Exception):
+    """A probe's workers crashed, hung or exceeded memory; the probe is dropped."""
+
+
+def loader_settings(setting: Setting, batch_size: int, shuffle: bool, drop_last: bool,
+                    context: str | None) -> dict[str, Any]:  # fmt: skip
+    """The ``LoaderConfig`` keys of a setting, as ``build_dataloader`` and best_loader.yaml take."""
+    workers = setting.num_workers
+    return {
+        "batch_size": batch_size,
+        "num_workers": workers,
+        "pin_memory": setting.pin_memory,
+        "prefetch_factor": setting.prefetch_factor if workers else None,
+        "persistent_workers": setting.persistent_workers and workers > 0,
+        "multiprocessing_context": context if workers else None,
+        "shuffle": shuffle,
+        "drop_last": drop_last,
+        "non_blocking": True,
+    }
+
+
+class Probe:
+    """A DataLoader for one setting, drawing its batches from the plan."""
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        setting: Setting,
+        plan: IndexPlan,
+        build: Callable[[Setting, PlanSampler, float], DataLoader[Any]],
+        timeout_s: float,
+    ) -> None:
+        self.setting = setting
+        self.sampler = PlanSampler(plan)
+        self.loader = build(setting, self.sampler, timeout_s if setting.num_workers else 0.0)
+        self.timeout_s = timeout_s
+        self._it: Any = None
+
+    def start(self, guarded: bool) -> None:
+        """Start (or, with persistent workers, restart) an epoch's iterator.
+
+        ``guarded``: a probe, whose dead workers must surface in ``next()``.
+        """
+        with warnings.catch_warnings():  # more workers than cores is what an I/O-bound load needs
+            warnings.filterwarnings("ignore", message="This DataLoader will create")
+            self._it = iter(self.loader)
+        if guarded and self.setting.num_workers:
+            _unregister_workers(self._it)
+
+    def unguard(self, timeout_s: float) -> None:
+        """Keep this probe as the settled loader: the user's timeout from now on."""
+        self.loader.timeout = timeout_s
+        if self._it is not None:
+            self._it._timeout = timeout_s  # the live iterator read it when it started
+
+    @property
+    def running(self) -> bool:
+        return self._it is not None
+
+    def next(self) -> Any:
+        """The next batch, marked delivered in the plan.
+
+        Raises:
+            StopIteration: the plan's queue is empty and every batch handed out arrived.
+            ProbeFault: a worker died or the batch took longer than the limit.
+        """
+        started = time.monotonic()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self._it = None
+            raise
+        except RuntimeError as err:
+            fault = self._fault(time.monotonic() - started)
+            if fault is None:
+                raise
+            raise ProbeFault(fault) from err
+        self.sampler.deliver_next()
+        return batch
+
+    def _fault(self, waited_s: float) -> str | None:
+        """Why the probe failed, when the error is its workers' and not the dataset's."""
+        workers = getattr(self._it, "_workers", [])  # multiprocessing.Process objects
+        dead = [w.pid for w in workers if not w.is_alive()]
+        if dead:
+            codes = sorted({w.exitcode for w in workers if not w.is_alive()}, key=str)
+            return f"worker(s) {dead} exited (exit code {codes})"
+        if self.setting.num_workers and self.timeout_s and waited_s >= 0.95 * self.timeout_s:
+            return f"no batch within {self.timeout_s:.0f} s (hung)"
+        return None
+
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in getattr(self._it, "_workers", []) if w.pid is not None]
+
+    def close(self) -> None:
+        """Stop the workers and give undelivered batches back to the plan."""
+        it, self._it = self._it, None
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        pool = getattr(self.loader, "_iterator", None)  # persistent workers live on the loader
+        if pool is not None and pool is not it and hasattr(pool, "_shutdown_workers"):
+            pool._shutdown_workers()
+        self.loader._iterator = None
+        self.sampler.release()
+
+    def end_epoch(self) -> None:
+        """The epoch ended or was abandoned: forget what was handed out, keep the workers."""
+        self._it = None
+        self.sampler.handed, self.sampler.delivered = [], 0
+
+
+def _unregister_workers(it: Any) -> None:
+    """Take an iterator's workers off PyTorch's SIGCHLD handler (see the module docstring)."""
+    if getattr(it, "_worker_pids_set", False):
+        from torch.utils.data._utils import signal_handling
+
+        signal_handling._remove_worker_pids(id(it))  # type: ignore[attr-defined]
+        it._worker_pids_set = False
+
+
+def tree_usage(pids: list[int]) -> tuple[float, float]:
+    """(CPU seconds, resident MB) of this process and the given workers, as psutil reads them."""
+    import psutil
+
+    cpu, rss = 0.0, 0.0
+    for pid in [os.getpid(), *pids]:
+        try:
+            proc = psutil.Process(pid)
+            t = proc.cpu_times()
+            cpu += t.user + t.system
+            rss += proc.memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+    return cpu, rss
+
+
+def device_of(device: torch.device | str | None) -> bool:
+    """True when batches go to an accelerator, so pin_memory is worth probing."""
+    from loadertune.loader import accelerator_available
+
+    return accelerator_available(device)

@@ -1,0 +1,145 @@
+"""The record of a tuning session: the MLflow run and the exported ``best_loader.yaml``.
+
+The run is written through ``MlflowClient`` only, so the user's own active run stays active:
+with a run open, the session is a child of it (``mlflow.parentRunId``); otherwise, when a
+tracking URI is set, a run of its own in ``MLFLOW_EXPERIMENT_NAME`` (default ``loadertune``).
+The tags are the sweep verdict's (``verdict.bottleneck``, ``verdict.confidence`` ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loadertune.autoloader._decision import Decision, probe_rows
+
+if TYPE_CHECKING:
+    from loadertune.autoloader._schedule import Tuner
+
+
+def mlflow_active() -> bool:
+    """True when the user's script has a run open or a tracking URI is set.
+
+    A script with a run open has imported mlflow; without that or the environment variable,
+    mlflow is not imported just to ask (it takes seconds, inside the training loop).
+    """
+    import sys
+
+    if "mlflow" not in sys.modules:
+        return bool(os.environ.get("MLFLOW_TRACKING_URI"))
+    import mlflow
+
+    if mlflow.active_run() is not None or os.environ.get("MLFLOW_TRACKING_URI"):
+        return True
+    return bool(mlflow.is_tracking_uri_set())  # type: ignore[no-untyped-call]
+
+
+def yaml_text(settings: dict[str, Any], header: list[str]) -> str:
+    """``best_loader.yaml`` in the sweep's shape: the loader group's keys, comments on top."""
+    lines = [f"# {h}" for h in header]
+    for key, value in settings.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = str(value)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def header(decision: Decision) -> list[str]:
+    """Comment lines: what chose it, how sure, how to use it."""
+    from loadertune.machine import machine_info
+
+    host = machine_info()
+    return [
+        f"Chosen by loadertune.AutoLoader during training: {decision.chosen.name}; confidence "
+        f"{decision.assurance.level}; bottleneck {decision.bottleneck or 'unknown'}",
+        f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
+        f"gpu {host['gpu']}, torch {host['torch']}).",
+        "Use: loadertune loader=best  |  in training code: "
+        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
+    ]
+
+
+def export(path: str | Path, settings: dict[str, Any], decision: Decision) -> Path:
+    """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``."""
+    out = Path(path).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml_text(settings, header(decision)))
+    return out
+
+
+def record(settings: dict[str, Any], decision: Decision, tuner: Tuner, report: str) -> str:
+    """Write the session as an MLflow run; returns its id."""
+    import time
+
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.entities import Param, RunTag
+
+    client = MlflowClient()
+    parent = mlflow.active_run()
+    tags = {"loadertune.autotune": "true", "mlflow.runName": "autoloader"}
+    if parent is not None:
+        experiment_id = parent.info.experiment_id
+        tags["mlflow.parentRunId"] = parent.info.run_id
+    else:
+        name = os.environ.get("MLFLOW_EXPERIMENT_NAME", "loadertune")
+        found = client.get_experiment_by_name(name)
+        experiment_id = found.experiment_id if found else client.create_experiment(name)
+    run = client.create_run(experiment_id, tags=tags)
+    run_id: str = run.info.run_id
+    now = int(time.time() * 1000)
+    params = [Param(f"loader.{k}", "null" if v is None else str(v)) for k, v in settings.items()]
+    params += [Param("autotune.candidates", ",".join(str(r["setting"]) for r in probe_rows(tuner)))]
+    client.log_batch(
+        run_id,
+        metrics=_metrics(tuner, now),
+        params=params,
+        tags=[RunTag(k, v) for k, v in _verdict_tags(decision).items()],
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "best_loader.yaml").write_text(yaml_text(settings, header(decision)))
+        (Path(tmp) / "autotune_report.txt").write_text(report + "\n")
+        (Path(tmp) / "probes.json").write_text(json.dumps(tuner.state()["measures"], indent=1))
+        client.log_artifacts(run_id, tmp)
+    client.set_terminated(run_id)
+    return run_id
+
+
+def _verdict_tags(d: Decision) -> dict[str, str]:
+    """The tags a sweep's verdict carries, for the same MLflow views and searches."""
+    tags = {
+        "verdict.num_workers": str(d.chosen.num_workers),
+        "verdict.setting": d.chosen.name,
+        "verdict.bottleneck": d.bottleneck,
+        "verdict.why": d.why,
+        "verdict.confidence": d.assurance.level,
+        "verdict.confidence_why": d.assurance.why,
+        "bottleneck": d.bottleneck,
+        "bottleneck.why": d.why,
+    }
+    return {k: v[:5000] for k, v in tags.items()}
+
+
+def _metrics(tuner: Tuner, now: int) -> list[Any]:
+    """Per probe setting: median time per batch, wait share, start-up, peak memory; and per
+    segment (step = its order) the time per batch of each setting."""
+    from mlflow.entities import Metric
+
+    out = []
+    for r in probe_rows(tuner):
+        name = r["setting"]
+        for key in ("ms_per_batch", "wait_share", "startup_s", "peak_rss_mb", "steps"):
+            out.append(Metric(f"probe.{name}.{key}", float(r[key]), now, 0))  # type: ignore[arg-type]
+    for i, m in enumerate(tuner.measures):
+        if m.steps and not m.failed:
+            out.append(
+                Metric(f"segment.{m.setting.name}.ms_per_batch", m.per_batch_s * 1000, now, i)
+            )
+    return out

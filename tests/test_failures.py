@@ -19,6 +19,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
+from loadertune.exit_status import ExitStatus
 from loadertune.failures import INFEASIBLE, REASONS, classify, classify_exit
 from tests.conftest import FIXTURES
 from tests.test_sweep import finished, mlflow_runs, study_at
@@ -137,20 +138,25 @@ def test_sweep_through_crashes_hangs_and_leaks(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dataset_bug_stops_the_sweep_early(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["raise", "corrupt"])
+def test_a_dataset_bug_stops_the_sweep_early(tmp_path: Path, mode: str) -> None:
+    """The same error twice stops the sweep, also when each message names another index."""
     proc = faulty_sweep(
         tmp_path,
         "hydra.sweeper.n_trials=6",
-        "+dataset.mode=raise",
+        f"+dataset.mode={mode}",
         "loader.num_workers=choice(0,1,2)",
     )
     out, err = proc.communicate()
-    assert proc.returncode == 0, err
+    assert proc.returncode == ExitStatus.DATASET_BUG, err
     assert "bug in the dataset" in out
     assert "ValueError: corrupt record" in out
     trials = finished(tmp_path)
     assert len(trials) == 2
     assert {t.user_attrs["reason"] for t in trials} == {"dataset_error"}
+    parents, children, _ = mlflow_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["FAILED"]
+    assert sorted(c.data.tags["reason"] for c in children) == ["dataset_error"] * 2
 
 
 def _wait_for(predicate: object, timeout: float = 120.0) -> None:
@@ -225,6 +231,7 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
     _wait_for(lambda: _running_trial(tmp_path))
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == ExitStatus.INTERRUPTED
     assert "interrupted" in out
     trials = finished(tmp_path)
     assert trials[-1].state == TrialState.FAIL

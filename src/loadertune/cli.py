@@ -26,6 +26,9 @@ def run_from_hydra(cfg: DictConfig) -> float:
     from loadertune import channel
     from loadertune.channel import MessageKind
     from loadertune.config import to_run_config
+    from loadertune.exit_status import ExitStatus
+    from loadertune.failures import InfeasibleSetting, TrialFailure
+    from loadertune.host_lock import HostBusy, timing_lock
     from loadertune.report import print_summary, step_progress
     from loadertune.trial import run_trial
     from loadertune.validation import validate
@@ -40,11 +43,20 @@ def run_from_hydra(cfg: DictConfig) -> float:
     try:
         config = to_run_config(cfg)
         validate(config)
-        with step_progress(config) as on_step:
+        with timing_lock("a trial", config.trial.host_lock), step_progress(config) as on_step:
             result = run_trial(config, on_step=on_step)
-    except ConfigError as exc:
+    except (ConfigError, InfeasibleSetting) as exc:
         print(f"loadertune: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(ExitStatus.BAD_INPUT)
+    except HostBusy as exc:
+        print(f"loadertune: error: {exc}", file=sys.stderr)
+        sys.exit(ExitStatus.BUSY)
+    except TrialFailure as exc:  # a guard stopped it: what was printed, then one line
+        first, *printed = exc.message.splitlines()
+        if printed:
+            print("\n".join(printed), file=sys.stderr)
+        print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
+        sys.exit(ExitStatus.NO_RESULT)
     print_summary(config, result)
     if config.tracking.enabled:
         from loadertune.tracking import log_trial, mlflow_run

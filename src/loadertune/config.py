@@ -35,6 +35,8 @@ class LoaderConfig:
     shuffle: bool = True
     drop_last: bool = True
     non_blocking: bool = True
+    collate_fn: str | None = None  # dotted path of a callable; None: PyTorch's default collate
+    worker_init_fn: str | None = None  # dotted path of a callable(worker_id); None: none
 
 
 @dataclass
@@ -55,6 +57,8 @@ class TrialConfig:
     sample_hz: float = 10.0
     seed: int = 0
     torch_threads: int | None = None
+    memory_budget_mb: float | None = None  # the trial's process tree; None: 3/4 of available
+    host_lock: str = "wait"
 
 
 @dataclass
@@ -229,7 +233,24 @@ class TransformerConfig:
     lr: float = 3e-4
 
 
-ModelConfig = SimulatedModelConfig | MLPConfig | SmallCNNConfig | ResNet18Config | TransformerConfig
+@dataclass
+class CustomModelConfig:
+    """A user's own training step: ``target`` names a factory called with ``kwargs`` that
+    returns a ``step(batch)`` callable or a ``torch.nn.Module`` (see :mod:`loadertune.models`)."""
+
+    name: str = "custom"
+    target: str = MISSING
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+ModelConfig = (
+    SimulatedModelConfig
+    | MLPConfig
+    | SmallCNNConfig
+    | ResNet18Config
+    | TransformerConfig
+    | CustomModelConfig
+)
 
 
 @dataclass
@@ -258,6 +279,7 @@ MODELS: dict[str, type[Any]] = {
     "small_cnn": SmallCNNConfig,
     "resnet18": ResNet18Config,
     "transformer": TransformerConfig,
+    "custom": CustomModelConfig,
 }
 # hdd and nfs are presets of the throttled device: same schema, their own name on the record.
 STORAGES: dict[str, type[Any]] = {
@@ -292,7 +314,7 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
         if sections[group] is None:
             raise ConfigError(group, None, "is missing", f"choose one, e.g. {group}=<name>")
     dataset = _dataset_config(sections["dataset"])
-    model = _variant("model", sections["model"], MODELS)
+    model = _model_config(sections["model"])
     storage = _variant("storage", sections["storage"], STORAGES)
     simple = {
         "loader": LoaderConfig,
@@ -314,20 +336,33 @@ def _variant(group: str, node: Any, options: Mapping[str, type[Any]]) -> Any:
 
 def _dataset_config(node: Any) -> DatasetConfig:
     if isinstance(node, DictConfig) and node.get("name") == "custom":
-        container = OmegaConf.to_container(node, resolve=True)
-        assert isinstance(container, dict)
-        target = container.pop("_target_", None)
-        container.pop("name", None)
-        if not isinstance(target, str) or target in ("", "???"):
-            raise ConfigError(
-                "dataset._target_",
-                target,
-                "is not set",
-                "name your Dataset class, e.g. dataset._target_=my_pkg.data.MyDataset",
-            )
-        return CustomDatasetConfig(target=target, kwargs={str(k): v for k, v in container.items()})
+        target, kwargs = _target_and_kwargs(
+            "dataset", node, "name your Dataset class, e.g. dataset._target_=my_pkg.data.MyDataset"
+        )
+        return CustomDatasetConfig(target=target, kwargs=kwargs)
     result: DatasetConfig = _variant("dataset", node, DATASETS)
     return result
+
+
+def _model_config(node: Any) -> ModelConfig:
+    if isinstance(node, DictConfig) and node.get("name") == "custom":
+        target, kwargs = _target_and_kwargs(
+            "model", node, "name your step factory, e.g. model._target_=my_pkg.train.make_step"
+        )
+        return CustomModelConfig(target=target, kwargs=kwargs)
+    result: ModelConfig = _variant("model", node, MODELS)
+    return result
+
+
+def _target_and_kwargs(group: str, node: DictConfig, fix: str) -> tuple[str, dict[str, Any]]:
+    """A ``custom`` group's ``_target_`` and the other keys (``+group.k=v``) as keyword args."""
+    container = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(container, dict)
+    target = container.pop("_target_", None)
+    container.pop("name", None)
+    if not isinstance(target, str) or target in ("", "???"):
+        raise ConfigError(f"{group}._target_", target, "is not set", fix)
+    return target, {str(k): v for k, v in container.items()}
 
 
 def _structured(key: str, schema: type[Any], node: Any) -> Any:

@@ -15,6 +15,7 @@ from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig
 from loadertune.errors import ConfigError
 from loadertune.interference import Interference, InterferenceMeter
+from loadertune.loader import tensors_in, to_device
 from loadertune.monitor import peak_memory_bytes
 from loadertune.precision import StopRule, rate_ci
 from loadertune.result import TrialResult
@@ -63,15 +64,19 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     (:mod:`loadertune.interference`). Indices come from back-to-back
     passes over the dataset (:func:`stream_sampler`), so the window never meets an epoch's end.
     The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
-    a simulated device) and cleaned up after, however the trial ends.
+    a simulated device) and cleaned up after, however the trial ends. Guards stop the trial
+    when a worker prints a fatal error PyTorch does not raise (a lost batch) and, outside a
+    sweep, before its process tree passes ``trial.memory_budget_mb`` (:mod:`.trial_stop`).
 
     Raises:
         ConfigError: for settings that cannot work, before any worker starts.
+        TrialFailure: a guard stopped the trial; its ``reason`` says which.
     """
     from loadertune.storage import open_storage
+    from loadertune.trial_stop import trial_guards
 
     validate(config)
-    with open_storage(config.storage) as store:
+    with trial_guards(config.trial), open_storage(config.storage) as store:
         return _run_on_storage(config, store, on_step)
 
 
@@ -82,7 +87,7 @@ class _Workload:
     dataset: Any
     effective: LoaderConfig
     device: Any
-    step_fn: Callable[[Any, Any], None]
+    step_fn: Callable[[Any], None]
     start_method: str
 
 
@@ -144,12 +149,11 @@ def _build_workload(config: RunConfig, store: StorageSession) -> _Workload:
     dataset = build_dataset(config, store)
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
-    sample = dataset[0]
+    effective = effective_settings(config.loader, device)
+    sample = preflight.check_dataset(effective, dataset)
     step_fn = build_train_step(
         config.model, sample, num_classes, device, config.dataset.name, vocab_size
     )
-    effective = effective_settings(config.loader, device)
-    preflight.check(effective, sample)
     return _Workload(dataset, effective, device, step_fn, _start_method(effective))
 
 
@@ -331,7 +335,7 @@ class _StepLoop:
         loader: Any,
         device: Any,
         non_blocking: bool,
-        step_fn: Callable[[Any, Any], None],
+        step_fn: Callable[[Any], None],
         copies: HostCopyTimer,
         split: Callable[[Any], tuple[Any, Any]],
     ) -> None:
@@ -372,15 +376,13 @@ class _StepLoop:
         else:
             batch = self._next()
         timer.batch_ready()
-        inputs, targets = self.split(batch)
         self.copies.start()
-        inputs = inputs.to(self.device, non_blocking=self.non_blocking)
-        if targets is not None and hasattr(targets, "to"):
-            targets = targets.to(self.device, non_blocking=self.non_blocking)
-        self.copies.stop(inputs, targets)
+        batch = to_device(batch, self.device, self.non_blocking)  # whatever the collate made
+        self.copies.stop(*tensors_in(batch))
         timer.copied()
-        self.step_fn(inputs, targets)
+        self.step_fn(batch)
         self.sync()
+        inputs, _ = self.split(batch)
         return self.copies.finish(timer, timer.stepped(len(inputs)))
 
     def close(self) -> None:

@@ -21,7 +21,10 @@ from loadertune.config import (
     TrialConfig,
 )
 from loadertune.errors import ConfigError
+from loadertune.host_lock import check_mode
 from loadertune.imports import import_target
+
+MIN_STEPS = 2  # timed steps a window needs at least
 
 
 def validate_loader(loader: LoaderConfig, prefix: str = "loader") -> None:
@@ -77,8 +80,14 @@ def _refuse_what_needs_workers(loader: LoaderConfig, prefix: str) -> None:
 
 def validate_trial(trial: TrialConfig) -> None:
     """Reject measurement settings that cannot produce a timed window."""
-    if trial.steps < 1:
-        raise ConfigError("trial.steps", trial.steps, "must be >= 1", "e.g. trial.steps=40")
+    if trial.steps < MIN_STEPS:
+        raise ConfigError(
+            "trial.steps",
+            trial.steps,
+            f"must be >= {MIN_STEPS}: a window of fewer steps measures noise, not a rate",
+            "e.g. trial.steps=40",
+        )
+    check_mode("trial.host_lock", trial.host_lock)
     if trial.max_steps is not None and trial.max_steps < trial.steps:
         raise ConfigError(
             "trial.max_steps",
@@ -111,6 +120,13 @@ def validate_trial(trial: TrialConfig) -> None:
             trial.torch_threads,
             "must be >= 1",
             "e.g. trial.torch_threads=1, or null for torch's default",
+        )
+    if trial.memory_budget_mb is not None and trial.memory_budget_mb <= 0:
+        raise ConfigError(
+            "trial.memory_budget_mb",
+            trial.memory_budget_mb,
+            "must be > 0",
+            "e.g. trial.memory_budget_mb=8000, or null for 3/4 of the memory available",
         )
     dev = trial.device
     if dev != "auto" and dev.split(":")[0] not in ("cpu", "cuda", "mps", "xpu"):
@@ -149,7 +165,13 @@ def validate_workload(config: RunConfig) -> None:
 
 def validate(config: RunConfig) -> None:
     """Run every check that needs no dataset to be built and no worker to start."""
+    from loadertune.preflight import check_worker_count
+
     validate_loader(config.loader)
+    check_worker_count(config.loader)
     validate_trial(config.trial)
     validate_dataset(config)
     validate_workload(config)
+    from loadertune.user_code import check_user_code  # builds the dataset only if it must
+
+    check_user_code(config)

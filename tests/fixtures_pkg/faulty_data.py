@@ -21,9 +21,10 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """``length`` small vectors; misbehaves according to ``mode``.
 
     Modes: ok, slow (sleeps ``delay_s`` per item), raise (ValueError on every item, in any
-    process), segfault, sigbus, sigkill_worker, hang (in a worker), leak (keeps ``leak_mb``
-    per item in a worker), unpicklable (holds a lambda: fails under spawn), kill_trial
-    (SIGKILLs the trial's own process; use with num_workers=0).
+    process), corrupt (ValueError naming the index, one late item in seven), segfault, sigbus,
+    sigkill_worker, hang (in a worker), leak (keeps ``leak_mb`` per item in a worker),
+    unpicklable (holds a lambda: fails under spawn), kill_trial (SIGKILLs the trial's own
+    process; use with num_workers=0).
     """
 
     def __init__(
@@ -55,6 +56,8 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
         mode = self.mode
         if mode == "raise":
             raise ValueError(f"corrupt record {index}")
+        if mode == "corrupt" and late and index % 7 == 3:  # the message names each record
+            raise ValueError(f"corrupt record at index {index}")
         if mode == "slow":
             time.sleep(self.delay_s)
         if late and in_worker:

@@ -8,8 +8,10 @@ Then Optuna is told, and MLflow and the console get the record.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -57,9 +59,33 @@ class Answer:
         return self.outcome is not None
 
     def signature(self) -> str:
-        """The last line of a failure's traceback: the same bug gives the same line."""
-        lines = (self.error or "").strip().splitlines()
-        return lines[-1] if lines else "?"
+        """The same bug gives the same signature: see :func:`error_signature`."""
+        return error_signature(self.error or "")
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?)(:|$)")
+
+
+def error_signature(text: str) -> str:
+    """An error's type and the place that raised it, without its message.
+
+    ``ValueError at faulty_data.py:42 in __getitem__`` for both ``corrupt record at index
+    1468`` and ``… 746``: a message that names an index, a path or a size still groups with
+    its kin. The place is the innermost frame of the traceback (a DataLoader worker's
+    original traceback is embedded in the re-raised message, so its frames come last);
+    without a traceback, the last line stands alone.
+    """
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "?"
+    frames = [m for line in lines if (m := _FRAME.match(line))]
+    last = lines[-1].strip()
+    kind = m.group("type") if (m := _EXC.match(last)) else last
+    if not frames:
+        return kind
+    where = frames[-1]
+    return f"{kind} at {Path(where['file']).name}:{where['line']} in {where['func']}"
 
 
 def answer_trial(

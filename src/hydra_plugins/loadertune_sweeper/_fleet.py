@@ -180,8 +180,13 @@ def run_tags(user_attrs: dict[str, Any]) -> dict[str, str]:
 
 
 def host_tags() -> dict[str, str]:
-    """MLflow tags for a sweep's parent run: which host, which class."""
-    return {"machine.host": socket.gethostname(), "machine.class": fingerprint().machine_class}
+    """MLflow tags for a sweep's parent run: which host and process (so a later start can
+    tell a dead sweep's run from a live one), which class."""
+    return {
+        "machine.host": socket.gethostname(),
+        "machine.class": fingerprint().machine_class,
+        "loadertune.pid": str(os.getpid()),
+    }
 
 
 def _class_of(stored: Any) -> str:

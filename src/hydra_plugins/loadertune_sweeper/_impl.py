@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
+from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes, usable_cpus
 
 from . import _baselines, _console, _fleet, _guess, _optuna_private, _study
@@ -28,6 +29,7 @@ from ._baselines import Role
 from ._busy import BusyPolicy
 from ._measure import Measurer
 from ._plan import Composer, SweepPlan, make_plan
+from ._reconcile import close_dead_runs
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._samplers import create_pruner, create_sampler
 from ._verdict_run import VerdictRun
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
 
 
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
+VERDICT_STATE = "verdict"  # study user attr: started, then given; started on a start = cut
+VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
+ERROR_LINES = 4  # lines of the first failed trial's error shown in the terminal
 
 
 @dataclass
@@ -70,6 +75,7 @@ class SweepEngine:
         self.parent_run_id: str | None = None
         self._stop_requested = False
         self.memory_budget = 0
+        self.lock_mode = "wait"
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         """Ctrl-C: finish the current trial's record, then stop (a second one stops now)."""
@@ -101,7 +107,14 @@ class SweepEngine:
             _fail(str(exc))
         if joined:
             print(f"loadertune: warning: {joined}", file=sys.stderr)
-        ending = self._run(plan, study, sampler)
+        self.lock_mode = "off" if s.allow_parallel_trials else s.host_lock
+        try:
+            with timing_lock(f"a sweep of study '{plan.study_name}'", self.lock_mode):
+                ending = self._run(plan, study, sampler)
+        except HostBusy as exc:
+            _fail(str(exc), ExitStatus.BUSY)
+        except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: nothing ran
+            ending = ExitStatus.INTERRUPTED
         if ending != ExitStatus.OK:
             sys.exit(int(ending))
 
@@ -112,8 +125,12 @@ class SweepEngine:
         s = self.settings
         _console.quiet_libraries()
         orphans = _study.fail_orphaned_trials(study)
-        if not study.trials and not _optuna_private.is_exhaustive(sampler):
-            _baselines.enqueue_initial(study, plan.space, usable_cpus())  # a grid measures all
+        requeued: list[Role] = []
+        if not _optuna_private.is_exhaustive(sampler):  # a grid measures every point anyway
+            if not study.trials:
+                _baselines.enqueue_initial(study, plan.space, usable_cpus())
+            else:
+                requeued = _baselines.enqueue_missing(study, plan.space, usable_cpus())
         ranged = _guess.restore_range(study, plan, s.guess_range)
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")
@@ -125,6 +142,19 @@ class SweepEngine:
         view = _console.SweepView(study, budget.shown, plan, orphans)
         if ranged:
             view.note(ranged)
+        if requeued:
+            names = ", ".join(role.label for role in requeued)
+            view.note(f"queued again, missing from the resumed study: {names}")
+        if recorder.enabled:
+            closed = close_dead_runs(
+                recorder.client,
+                recorder.experiment_id,
+                study.study_name,
+                recorder.parent_id,
+                locked=self.lock_mode != "off",
+            )
+            if closed:
+                view.note(f"closed {len(closed)} MLflow run(s) a dead sweep left RUNNING")
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)
         busy = BusyPolicy(s.busy, float(s.busy_wait_s), float(s.busy_cpu_percent), view.note)
         self.measure = Measurer(
@@ -153,7 +183,13 @@ class SweepEngine:
         status, ending = "FINISHED", ExitStatus.NO_RESULT
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            status, ending = self._search(session, sampler)
+            if study.user_attrs.get(VERDICT_STATE) == VERDICT_STARTED:
+                session.view.note(
+                    "the last sweep of this study stopped during its verdict: finishing the "
+                    "verdict now, before any new trial"
+                )
+            else:
+                status, ending = self._search(session, sampler)
             if status == "FINISHED" and not self._stop_requested:
                 ending = self._verdict_ending(session)
         except KeyboardInterrupt:
@@ -184,6 +220,7 @@ class SweepEngine:
         and, when the search itself failed, the exit status."""
         s, study, view = self.settings, session.study, session.view
         ran = failed = in_a_row = 0
+        errors_shown = False
         bugs: list[str] = []
         while session.budget.allows(ran) and not self._stop_requested:
             if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
@@ -196,6 +233,8 @@ class SweepEngine:
                 break
             answer = self._answer(session, trial)
             tell_and_record(study, answer, session.recorder, session.view, ran + 1)
+            if answer.measured and answer.error and not errors_shown:
+                errors_shown = _show_first_error(view, answer)
             if answer.reason == "interrupted":
                 break
             # A repeat is answered from an earlier measurement: it does not use up n_trials.
@@ -279,6 +318,7 @@ class SweepEngine:
         s = self.settings
         if s.verdict_repeats <= 0:
             return False
+        session.study.set_user_attr(VERDICT_STATE, VERDICT_STARTED)
         verdict = VerdictRun(
             session.study,
             session.plan,
@@ -288,6 +328,8 @@ class SweepEngine:
             note=session.view.note,
             memory_budget_mb=self.memory_budget / 2**20,
         ).run(s.verdict_top, s.verdict_repeats)
+        if not self._stop_requested:  # an interrupted verdict is finished on the next start
+            session.study.set_user_attr(VERDICT_STATE, VERDICT_GIVEN)
         if verdict is None:
             return False
         guess = _guess.study_guess(session.study)
@@ -301,6 +343,17 @@ class SweepEngine:
             _guess.study_range(session.study),
         )
         return True
+
+
+def _show_first_error(view: _console.SweepView, answer: Answer) -> bool:
+    """The first failed trial's error, its last lines, so a failing sweep is never silent."""
+    lines = [line for line in (answer.error or "").strip().splitlines() if line.strip()]
+    tail = "\n    ".join(lines[-ERROR_LINES:])
+    view.note(
+        f"trial {answer.trial.number} failed ({answer.reason}); its error ends:\n    {tail}\n"
+        "  (the whole text: error.txt in its MLflow run; later failures are counted, not shown)"
+    )
+    return True
 
 
 def _fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:

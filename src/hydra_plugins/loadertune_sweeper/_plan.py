@@ -159,7 +159,18 @@ def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) ->
         section, _, name = plain_key(key).partition(".")
         if isinstance(measured.get(section), dict):
             measured[section].pop(name, None)
+    for key in NOT_IDENTITY:  # how a trial is guarded, not what it measures
+        section, _, name = key.partition(".")
+        measured[section].pop(name, None)
+    for key in UNSET_NOT_IDENTITY:  # keys added later: unset, a study keeps its old name
+        section, _, name = key.partition(".")
+        if measured[section].get(name) is None:
+            measured[section].pop(name, None)
     return _study.default_study_name(choices, measured)
+
+
+NOT_IDENTITY = ("trial.host_lock", "trial.memory_budget_mb")
+UNSET_NOT_IDENTITY = ("loader.collate_fn", "loader.worker_init_fn")
 
 
 def first_point(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loadertune.errors import ConfigError
+from loadertune.host_lock import check_mode
 
 if TYPE_CHECKING:
     from .config import SweepSettings
@@ -16,7 +17,8 @@ _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
 
 def check_settings(s: SweepSettings) -> None:
     """Raise :class:`ConfigError` for the first setting that cannot work."""
-    _at_least(s.n_trials, "n_trials", 0, "e.g. hydra.sweeper.n_trials=12")
+    _at_least(s.n_trials, "n_trials", 1, "e.g. hydra.sweeper.n_trials=12")
+    check_mode(f"{_KEY}.host_lock", s.host_lock)
     if s.max_trials_total is not None:
         _at_least(s.max_trials_total, "max_trials_total", 0, "or null for no cap")
     _at_least(s.n_jobs, "n_jobs", 1, "keep hydra.sweeper.n_jobs=1")

@@ -96,6 +96,12 @@ class SweepSettings:
     # other's timings, so this is off; scale out with several hosts on one study instead.
     allow_parallel_trials: bool = False
 
+    # One timing process per host: a sweep holds this host's timing lock from its first trial
+    # to its verdict. "wait": a second sweep (or a single trial) on the host waits for it,
+    # saying who holds it; "refuse": it stops at once with exit status 75, naming the holder;
+    # "off": no lock. allow_parallel_trials=true also means off.
+    host_lock: str = "wait"
+
     # Highest tolerated fraction of failed trials, in [0, 1]; above it the sweep stops and
     # reports the failure. 0.0: the first failure stops the sweep.
     max_failure_rate: Any = 0.0

@@ -1,0 +1,69 @@
+"""On every start, close the MLflow runs a dead sweep of this study left RUNNING.
+
+A sweep killed with -9, by the OOM killer or a full disk never ends its parent run, and a
+child run it was writing stays RUNNING too, whatever phase it died in (a trial, the
+verdict, the export). Optuna's orphaned trials are failed elsewhere (``_study``); this is
+MLflow's half. A parent counts as dead when it ran on this host and its process is gone,
+or, while this sweep holds the host's timing lock, whatever its process: no other sweep can
+be timing here then. Its RUNNING children are closed with it, and so is a child whose parent
+has already ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+PID_TAG = "loadertune.pid"
+CLOSED_TAG = "loadertune.closed"
+CLOSED_WHY = "closed when the study was next started: the sweep process that owned it had died"
+
+
+def close_dead_runs(
+    client: MlflowClient, experiment_id: str, study_name: str, own_run: str | None, locked: bool
+) -> list[str]:
+    """End (KILLED) the dead sweeps' RUNNING parent and child runs of ``study_name``; their ids."""
+    running = client.search_runs(
+        [experiment_id],
+        filter_string=(
+            f"attributes.status = 'RUNNING' and tags.`optuna.study_name` = '{study_name}'"
+        ),
+        max_results=1000,
+    )
+    parents = [r for r in running if r.data.tags.get("loadertune.kind") == "sweep"]
+    dead = {r.info.run_id for r in parents if r.info.run_id != own_run and _dead(r, locked)}
+    closed = []
+    for run in running:
+        run_id = run.info.run_id
+        parent = run.data.tags.get("mlflow.parentRunId")
+        orphan = parent is not None and parent != own_run and _ended(client, parent, dead)
+        if run_id in dead or (run.data.tags.get("loadertune.kind") == "trial" and orphan):
+            client.set_tag(run_id, CLOSED_TAG, CLOSED_WHY)
+            client.set_terminated(run_id, "KILLED")
+            closed.append(run_id)
+    return closed
+
+
+def _dead(run: Any, locked: bool) -> bool:
+    """Whether a parent run's sweep process is gone (see the module's docstring)."""
+    if run.data.tags.get("machine.host") != socket.gethostname():
+        return False  # another host's sweep: its own next start closes it
+    if locked:
+        return True
+    pid = run.data.tags.get(PID_TAG)
+    return pid is not None and pid.isdigit() and not psutil.pid_exists(int(pid))
+
+
+def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
+    """The parent is being closed, has ended, or cannot be found."""
+    if parent in dead:
+        return True
+    with contextlib.suppress(Exception):
+        return bool(client.get_run(parent).info.status != "RUNNING")
+    return True

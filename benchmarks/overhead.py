@@ -27,7 +27,7 @@ def bare_loop(config: Any, steps: int) -> float:
     import torch
 
     from loadertune.datasets import build_dataset
-    from loadertune.loader import build_dataloader, effective_settings
+    from loadertune.loader import build_dataloader, effective_settings, to_device
     from loadertune.models import build_train_step, split_batch
     from loadertune.torch_rules import in_flight
     from loadertune.trial import resolve_device, stream_sampler, warmup_steps
@@ -50,9 +50,9 @@ def bare_loop(config: Any, steps: int) -> float:
     for i, batch in enumerate(loader):
         if i == untimed:
             start = time.perf_counter()
-        inputs, targets = split_batch(batch)
-        inputs = inputs.to(device, non_blocking=eff.non_blocking)
-        step(inputs, targets)
+        batch = to_device(batch, device, eff.non_blocking)
+        step(batch)
+        inputs, _ = split_batch(batch)
         if i >= untimed:
             samples += len(inputs)
         if i + 1 == total:

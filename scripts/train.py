@@ -7,6 +7,9 @@ prints the measured samples/s next to the sweep's prediction when one is given::
 
     python scripts/train.py loader=best +train.epochs=3 +train.expect_samples_per_s=520
 
+``model=custom`` trains the user's own step, and ``loader.collate_fn`` assembles the batches,
+exactly as in a trial (see docs/custom_training.md).
+
 Two throughputs are printed and logged:
 
 - ``samples_per_s``, measured like a trial, which is what the sweep predicts: in each epoch,
@@ -38,6 +41,7 @@ def train(cfg: DictConfig) -> float:
 
     from loadertune import build_dataloader
     from loadertune.config import to_run_config
+    from loadertune.loader import to_device
     from loadertune.datasets import build_dataset
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
@@ -79,11 +83,9 @@ def train(cfg: DictConfig) -> float:
             started = None
             count = everything = 0
             for index, batch in enumerate(loader):
-                inputs, targets = split_batch(batch)
-                inputs = inputs.to(device, non_blocking=config.loader.pin_memory)
-                if hasattr(targets, "to"):
-                    targets = targets.to(device, non_blocking=config.loader.pin_memory)
-                step(inputs, targets)
+                batch = to_device(batch, device, non_blocking=config.loader.pin_memory)
+                step(batch)
+                inputs, _ = split_batch(batch)
                 everything += len(inputs)
                 if started is not None:
                     count += len(inputs)

@@ -181,7 +181,7 @@ def test_transformer_needs_a_vocabulary_size() -> None:
         torch.device("cpu"),
         "custom",
     )
-    step(torch.stack([sample[0]] * 2), torch.stack([sample[1]] * 2))
+    step((torch.stack([sample[0]] * 2), torch.stack([sample[1]] * 2)))
 
 
 BAD_MODELS = [

@@ -4,6 +4,10 @@ Trials and a user's own training code build their loaders here, so a tuned confi
 same thing in both. PyTorch's rules are applied rather than left to fail late: no
 ``prefetch_factor``, ``persistent_workers`` or ``multiprocessing_context`` without workers, and
 ``pin_memory`` only where there is an accelerator to pin for (elsewhere it only warns).
+``collate_fn`` and ``worker_init_fn`` are dotted paths, resolved here, so an exported
+``best_loader.yaml`` rebuilds the same loader. :func:`to_device` moves whatever the collate
+returns; ``pin_memory`` pins the same structures (PyTorch pins tensors inside mappings,
+named tuples, tuples and sequences, and calls ``pin_memory()`` on objects that have one).
 """
 
 from __future__ import annotations
@@ -79,14 +83,19 @@ def build_dataloader(
             (``loadertune``'s ``best_loader.yaml`` loads with ``OmegaConf.load``).
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
             ``None`` means CUDA if available.
-        **extra: passed to ``DataLoader`` unchanged (``collate_fn``, ``sampler``, ``generator``...).
+        **extra: passed to ``DataLoader`` unchanged (``sampler``, ``generator``...); a
+            ``collate_fn`` or ``worker_init_fn`` given here wins over the config's path.
 
     Raises:
-        ConfigError: for settings PyTorch would reject, naming the key and the fix.
+        ConfigError: for settings PyTorch would reject, or a ``collate_fn`` or
+            ``worker_init_fn`` path that does not import, naming the key and the fix.
     """
     from torch.utils.data import DataLoader
 
-    kwargs = dataloader_kwargs(effective_settings(loader_cfg, device))
+    from loadertune.user_code import loader_callables
+
+    effective = effective_settings(loader_cfg, device)
+    kwargs = dataloader_kwargs(effective) | loader_callables(effective)
     if "sampler" in extra or "batch_sampler" in extra:
         kwargs.pop("shuffle")
     if "batch_sampler" in extra:
@@ -94,3 +103,41 @@ def build_dataloader(
             kwargs.pop(key)
     kwargs.update(extra)
     return DataLoader(dataset, **kwargs)
+
+
+def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
+    """``batch`` with every tensor in it on ``device``: tuples, lists and dicts, nested.
+
+    Containers keep their type (named tuples and dict subclasses included, where they can be
+    rebuilt from their items); anything that is neither a tensor nor a container (strings,
+    numbers, None) is returned as it is.
+    """
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        moved = {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+        kind: Any = type(batch)
+        try:
+            return kind(moved)
+        except TypeError:
+            return moved
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a named tuple
+        return type(batch)(*(to_device(v, device, non_blocking) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(to_device(v, device, non_blocking) for v in batch)
+    return batch
+
+
+def tensors_in(batch: Any) -> list[Any]:
+    """The tensors inside ``batch``, however nested (for counting the bytes copied)."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        batch = list(batch.values())
+    if isinstance(batch, list | tuple):
+        return [t for v in batch for t in tensors_in(v)]
+    return []

@@ -3,6 +3,8 @@
 - ``simulated``: a sleep of ``step_ms`` standing in for an accelerator step (no CPU held).
 - ``mlp``, ``small_cnn``, ``resnet18``: classifiers over the sample, SGD with momentum.
 - ``transformer``: a GPT-style language model over token sequences, AdamW.
+- ``custom``: the user's own step, made by the factory ``model._target_`` names (see
+  :mod:`loadertune.models._custom`), on the loader's first batch.
 
 Each model adapts to the dataset's sample shape, read from one sample before the loader is
 built; a dataset/model pair that cannot work is refused before that, naming both (see
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loadertune.config import (
+    CustomModelConfig,
     MLPConfig,
     ModelConfig,
     ResNet18Config,
@@ -30,13 +33,24 @@ if TYPE_CHECKING:
 
     from loadertune.config import RunConfig
 
-__all__ = ["TrainStep", "build_train_step", "check_model", "check_workload", "split_batch"]
+__all__ = [
+    "TrainStep",
+    "build_train_step",
+    "build_user_step",
+    "check_model",
+    "check_workload",
+    "split_batch",
+]
 
 
 class TrainStep(Protocol):
-    """One training step on a batch already on the device."""
+    """One training step (forward, backward, optimizer step) on a batch already on the device.
 
-    def __call__(self, inputs: torch.Tensor, targets: torch.Tensor | None) -> None: ...
+    The batch is what the loader yields, moved by :func:`loadertune.loader.to_device`: a
+    tensor, or tuples, lists and dicts of them, as the collate made it.
+    """
+
+    def __call__(self, batch: Any, /) -> None: ...
 
 
 def split_batch(batch: Any) -> tuple[Any, Any]:
@@ -63,6 +77,8 @@ def check_model(cfg: ModelConfig) -> None:
         if cfg.step_ms < 0:
             raise ConfigError("model.step_ms", cfg.step_ms, "must be >= 0", "e.g. model.step_ms=20")
         return
+    if isinstance(cfg, CustomModelConfig):
+        return  # the factory is checked with the user's code (loadertune.user_code)
     if not cfg.lr > 0:
         raise ConfigError("model.lr", cfg.lr, "must be > 0", "e.g. model.lr=0.01")
     if isinstance(cfg, MLPConfig):
@@ -106,6 +122,9 @@ def build_train_step(
 ) -> TrainStep:
     """The training step for ``model_cfg``, shaped for ``sample`` (one item of the dataset).
 
+    A ``custom`` step is made by the user's factory on the first batch it is given (the
+    loader's, collated and on ``device``), which a trial takes outside its timed window.
+
     Raises:
         ConfigError: the model cannot take this sample, naming the model and the dataset.
     """
@@ -114,6 +133,10 @@ def build_train_step(
     check_model(model_cfg)
     if isinstance(model_cfg, SimulatedModelConfig):
         return SimulatedStep(model_cfg.step_ms)
+    if isinstance(model_cfg, CustomModelConfig):
+        from loadertune.models._custom import LazyUserStep
+
+        return LazyUserStep(model_cfg, device)
     import torch
 
     inputs, _ = split_batch(sample)
@@ -131,6 +154,18 @@ def build_train_step(
     if isinstance(model_cfg, TransformerConfig):
         return _language_model_step(model_cfg, shape, vocab_size, device, dataset_name)
     return _classifier_step(model_cfg, shape, num_classes, device)
+
+
+def build_user_step(cfg: CustomModelConfig, device: torch.device, batch: Any) -> TrainStep:
+    """The step the user's factory makes for ``batch`` on ``device`` (a Module is wrapped).
+
+    Raises:
+        ConfigError: naming ``model._target_`` when the factory raises or returns neither a
+            callable nor a ``torch.nn.Module``.
+    """
+    from loadertune.models._custom import build_user_step as build
+
+    return build(cfg, device, batch)
 
 
 def _classifier_step(

@@ -16,7 +16,7 @@ class SimulatedStep:
     def __init__(self, step_ms: float) -> None:
         self.seconds = step_ms / 1000.0
 
-    def __call__(self, inputs: Any, targets: Any) -> None:
+    def __call__(self, batch: Any) -> None:
         time.sleep(self.seconds)
 
 
@@ -47,7 +47,10 @@ class RealStep:
         self.optimizer = optimizer
         self.forward = forward
 
-    def __call__(self, inputs: torch.Tensor, targets: torch.Tensor | None) -> None:
+    def __call__(self, batch: Any) -> None:
+        from loadertune.models import split_batch
+
+        inputs, targets = split_batch(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.forward(self.network, inputs, targets)
         loss.backward()

@@ -1,0 +1,184 @@
+"""A user's own code named by dotted paths, resolved and tried once before anything starts.
+
+``model._target_`` (a step factory), ``loader.collate_fn`` and ``loader.worker_init_fn`` name
+callables in the user's package. Each way they can fail becomes one line naming the key and
+the fix, before a worker starts, an MLflow run opens or an Optuna trial is told: a path that
+does not import or is not callable; a collate that fails on the dataset's first items; a
+factory that raises or returns neither a step callable nor a ``torch.nn.Module``; under the
+``spawn`` and ``forkserver`` start methods, a callable the workers cannot be sent.
+
+The factory is tried on the CPU with a sample batch (the collate applied to the first items)
+so that a sweep's parent process never initialises CUDA, which its forked trials need; the
+trial calls it again on its own device (:mod:`loadertune.models`). A check that passed is not
+repeated in the same process, so validating every trial of a sweep stays cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import multiprocessing
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig
+from loadertune.errors import ConfigError
+
+CHECK_ITEMS = 4
+"""Items the collate is tried on (fewer when the batch or the dataset is smaller)."""
+
+PICKLING_METHODS = ("spawn", "forkserver")
+"""Start methods that send the collate, ``worker_init_fn`` and dataset to workers by pickle."""
+
+_CHECKED: set[str] = set()
+
+
+def resolve(key: str, path: str) -> Callable[..., Any]:
+    """The callable at dotted ``path`` (``pkg.module.name``, or ``pkg.module.Class.attr``).
+
+    Raises:
+        ConfigError: naming ``key``: the path is malformed, does not import, or is not callable.
+    """
+    parts = path.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        raise ConfigError(key, path, "is not a dotted path", "write it as my_pkg.module.name")
+    missing: ModuleNotFoundError | None = None
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            found: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and not f"{module_name}.".startswith(f"{exc.name}."):
+                _import_failed(key, path, module_name, exc)  # a module the user's code needs
+            missing = missing or exc
+            continue
+        except Exception as exc:  # the user's module raised while being imported
+            _import_failed(key, path, module_name, exc)
+        for attr in parts[cut:]:
+            if not hasattr(found, attr):
+                raise ConfigError(
+                    key, path, f"{module_name} has no attribute {attr}", "check the name"
+                )
+            found = getattr(found, attr)
+        if not callable(found):
+            raise ConfigError(
+                key,
+                path,
+                f"is a {type(found).__name__}, not callable",
+                "name a function, a class or another callable",
+            )
+        return found  # type: ignore[no-any-return]
+    raise ConfigError(
+        key,
+        path,
+        f"cannot be imported ({missing})",
+        "install the package or add its folder to PYTHONPATH",
+    )
+
+
+def _import_failed(key: str, path: str, module_name: str, exc: Exception) -> None:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    raise ConfigError(
+        key,
+        path,
+        f"cannot be imported: importing {module_name} raised {type(exc).__name__}: {line}",
+        "fix that module, or install what it imports",
+    )
+
+
+def loader_callables(loader: LoaderConfig) -> dict[str, Callable[..., Any]]:
+    """``collate_fn`` and ``worker_init_fn`` resolved, for ``DataLoader`` (unset ones left out)."""
+    paths = {"collate_fn": loader.collate_fn, "worker_init_fn": loader.worker_init_fn}
+    return {name: resolve(f"loader.{name}", path) for name, path in paths.items() if path}
+
+
+def check_user_code(config: RunConfig) -> None:
+    """Resolve and try the user's callables that ``config`` names; nothing to do without any.
+
+    Raises:
+        ConfigError: the first callable that cannot work, naming its key and the fix.
+    """
+    loader, model = config.loader, config.model
+    custom = isinstance(model, CustomModelConfig)
+    if loader.collate_fn is None and loader.worker_init_fn is None and not custom:
+        return
+    method = _start_method(loader)
+    fingerprint = repr((model, config.dataset, loader.collate_fn, loader.worker_init_fn, method))
+    if fingerprint in _CHECKED:
+        return
+    paths = {f"loader.{name}": getattr(loader, name) for name in ("collate_fn", "worker_init_fn")}
+    if isinstance(model, CustomModelConfig):
+        paths["model._target_"] = model.target
+    named = {key: resolve(key, path) for key, path in paths.items() if path}
+    if method in PICKLING_METHODS:
+        for key, found in named.items():
+            _check_pickles(key, paths[key], found, method)
+    if loader.collate_fn is not None or isinstance(model, CustomModelConfig):
+        batch = sample_batch(config, named.get("loader.collate_fn"))
+        if isinstance(model, CustomModelConfig):
+            import torch
+
+            from loadertune.models import build_user_step
+
+            build_user_step(model, torch.device("cpu"), batch)
+    _CHECKED.add(fingerprint)
+
+
+def _start_method(loader: LoaderConfig) -> str | None:
+    """How workers would start: the loader's context, else the platform's; None without any."""
+    if loader.multiprocessing_context is not None:
+        return loader.multiprocessing_context
+    if loader.num_workers == 0:
+        return None
+    return multiprocessing.get_context().get_start_method()
+
+
+def _check_pickles(key: str, path: str, found: Any, method: str) -> None:
+    try:
+        pickle.dumps(found)
+    except Exception as exc:
+        line = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            key,
+            path,
+            f"cannot be pickled for {method} workers ({type(exc).__name__}: {line})",
+            "define it with def at module level (no lambda or closure), or use "
+            "loader.multiprocessing_context=fork",
+        ) from None
+
+
+def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
+    """``collate`` (PyTorch's default if None) applied to the dataset's first few items.
+
+    Raises:
+        ConfigError: naming ``loader.collate_fn``: the collate raised on those items.
+    """
+    from torch.utils.data import default_collate
+
+    from loadertune.datasets import build_dataset
+    from loadertune.storage import StorageSession
+
+    plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle
+    dataset = build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)
+    count = max(1, min(CHECK_ITEMS, len(dataset), config.loader.batch_size or 1))
+    items = [dataset[i] for i in range(count)]
+    path = config.loader.collate_fn
+    try:
+        return (collate or default_collate)(items)
+    except Exception as exc:
+        line = (str(exc).strip().splitlines() or [""])[0]
+        whose = "PyTorch's default collate " if path is None else ""
+        fix = (
+            "give a collate that pads or stacks these items, e.g. "
+            "loader.collate_fn=my_pkg.data.pad_collate"
+            if path is None
+            else "fix the collate: it gets a list of the dataset's items and returns a batch"
+        )
+        raise ConfigError(
+            "loader.collate_fn",
+            path,
+            f"{whose}fails on the first {count} items of dataset={config.dataset.name} "
+            f"({type(exc).__name__}: {line})",
+            fix,
+        ) from None

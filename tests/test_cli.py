@@ -78,7 +78,7 @@ def test_trial_is_recorded_in_mlflow(tmp_path: Path) -> None:
     assert 0 < metrics["cycle_samples"] <= metrics["timed_samples"]
     assert metrics["cycle_window_s"] <= metrics["window_s"]
     assert tps == pytest.approx(metrics["cycle_window_s"] * 1000 / metrics["cycle_samples"])
-    for key in ("step_time_ms", "data_wait_ms"):
+    for key in ("series.step_time_ms", "series.data_wait_ms"):
         history = client.get_metric_history(run.info.run_id, key)
         assert sorted(m.step for m in history) == list(range(steps))
     tags = run.data.tags

@@ -98,7 +98,7 @@ def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
     (parent,) = parents
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["optuna.study_name"] == "s"
-    assert parent.data.metrics["best_time_per_sample_ms"] == pytest.approx(study.best_value)
+    assert parent.data.metrics["search_best_time_per_sample_ms"] == pytest.approx(study.best_value)
     assert len(children) == 3
     by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
     for t in study.trials:
@@ -195,7 +195,7 @@ def test_hopeless_trial_is_pruned_with_the_steps_it_ran(tmp_path: Path) -> None:
     (child,) = [c for c in children if c.data.tags["optuna.trial_number"] == "2"]
     assert child.info.status == "KILLED"
     assert child.data.tags["optuna.state"] == "PRUNED"
-    history = client.get_metric_history(child.info.run_id, "step_time_ms")
+    history = client.get_metric_history(child.info.run_id, "series.step_time_ms")
     assert 2 <= len(history) < 12
 
 
@@ -290,9 +290,10 @@ def test_verdict_recommends_exports_and_the_export_runs(tmp_path: Path) -> None:
     parents, _, client = mlflow_runs(tmp_path)
     (parent,) = parents
     assert parent.data.tags["verdict.num_workers"] == "2"
+    assert parent.data.params["recommended.loader.num_workers"] == "2"
     metrics = parent.data.metrics
-    assert metrics["verdict_samples_per_s"] == pytest.approx(
-        1000 / metrics["verdict_time_per_sample_ms"], rel=0.5
+    assert metrics["recommended_samples_per_s"] == pytest.approx(
+        1000 / metrics["recommended_time_per_sample_ms"], rel=0.5
     )
     assert metrics["guess_num_workers"] == 2.0  # the range's edge: loading needs more
     assert metrics["guess_time_per_sample_ms"] > 0

@@ -151,7 +151,22 @@ def _time_panel(
 
 
 def _mark_recommended(ax: Axes, chosen: Candidate) -> None:
-    """Ring the recommended setting's median; its line runs through every panel."""
+    """Ring the recommended setting's median and name it at the top of its line, inside the
+    panel (on the side of the line with room); its line runs through every panel."""
+    from matplotlib.transforms import blended_transform_factory
+
+    low, high = ax.get_xlim()
+    right_half = chosen.workers > (low + high) / 2
+    ax.text(
+        chosen.workers,
+        0.97,
+        " recommended ",
+        transform=blended_transform_factory(ax.transData, ax.transAxes),
+        ha="right" if right_half else "left",
+        va="top",
+        fontweight="bold",
+        clip_on=True,
+    )
     ax.scatter(
         [chosen.workers],
         [chosen.median],

@@ -60,9 +60,9 @@ class Driver:
         if self.probe is not None and self.probe.running:
             self.probe.end_epoch()  # the previous epoch was abandoned mid-way
         while not self.plan.done:
-            probe = self._live_probe()
-            t0, c0 = self.clock(), time.process_time()
             try:
+                probe = self._live_probe()
+                t0, c0 = self.clock(), time.process_time()
                 batch = probe.next()
             except StopIteration as stop:
                 if not self.plan.done:

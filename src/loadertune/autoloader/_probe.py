@@ -66,10 +66,18 @@ class Probe:
         """Start (or, with persistent workers, restart) an epoch's iterator.
 
         ``guarded``: a probe, whose dead workers must surface in ``next()``.
+
+        Raises:
+            ProbeFault: a guarded probe's workers died while starting.
         """
-        with warnings.catch_warnings():  # more workers than cores is what an I/O-bound load needs
-            warnings.filterwarnings("ignore", message="This DataLoader will create")
-            self._it = iter(self.loader)
+        try:
+            with warnings.catch_warnings():  # more workers than cores is what I/O needs
+                warnings.filterwarnings("ignore", message="This DataLoader will create")
+                self._it = iter(self.loader)
+        except RuntimeError as err:  # a worker died before it left PyTorch's SIGCHLD handler
+            if not guarded or not self.setting.num_workers:
+                raise
+            raise ProbeFault(f"workers failed to start: {err}") from err
         if guarded and self.setting.num_workers:
             _unregister_workers(self._it)
 

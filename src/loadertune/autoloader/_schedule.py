@@ -172,7 +172,8 @@ class Tuner:
             self.started = True
             first = Setting().fixed(self.fixed)
             if self.forced is not None or first.num_workers:
-                self._plan_rounds(self.forced or candidates(0, self.max_workers, False, {}))
+                fixed = candidates(0, self.max_workers, self.accelerator, self.fixed)
+                self._plan_rounds(self.forced or fixed)
             else:
                 return Segment(first, min(GUESS_STEPS, self.budget))
         while self.queue and self.queue[0].setting in self.dropped:

@@ -119,7 +119,11 @@ def test_series_are_named_as_series(swept: ReviewedSweep, runs: Any) -> None:
     _, children, client = runs
     for child in children:
         assert not set(SERIES) & child.data.metrics.keys(), child.data.metrics.keys()
-    measured = next(c for c in children if "repeat_of" not in c.data.tags)
+    measured = next(
+        c
+        for c in children
+        if c.data.tags["optuna.state"] == "COMPLETE" and "repeat_of" not in c.data.tags
+    )
     steps = int(measured.data.metrics["timed_steps"])
     history = client.get_metric_history(measured.info.run_id, "series.step_time_ms")
     assert sorted(m.step for m in history) == list(range(steps))

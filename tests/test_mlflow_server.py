@@ -1,0 +1,166 @@
+"""The review surface read through a real ``mlflow server``: what a person opening the UI gets.
+
+A tiny finished sweep (shared with ``test_review_surface``), then ``mlflow server`` on a free
+loopback port with one worker, on that sweep's SQLite store and artifact folder; every check
+goes through its REST API, as the UI's own requests do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._review_sweep import ReviewedSweep, reviewed_sweep
+
+pytestmark = pytest.mark.slow
+
+START_S = 45  # a cold start on two busy cores takes 10 to 20 s
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> ReviewedSweep:
+    return reviewed_sweep(tmp_path_factory.getbasetemp() / "review")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(swept: ReviewedSweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``mlflow server`` on the sweep's store, as the sweep's closing lines say to start it."""
+    root = tmp_path_factory.mktemp("ui")
+    port = _free_port()
+    log_path = root / "server.log"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "mlflow", "server"),
+                *("--backend-store-uri", swept.store),
+                *("--artifacts-destination", str(swept.out / "mlartifacts")),
+                *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
+            start_new_session=True,  # its uvicorn worker goes with it
+        )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(uri, proc, log_path)
+        yield uri
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``/health`` answers; skip if the server cannot start at all."""
+    deadline = time.monotonic() + START_S
+    while True:
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{uri}/health", timeout=2) as answer,
+        ):
+            if answer.status == 200:
+                return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.skip(f"mlflow server did not start:\n{log.read_text()[-2000:]}")
+        time.sleep(0.25)
+
+
+def _get(uri: str, path: str, **query: str) -> Any:
+    url = f"{uri}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.load(answer)
+
+
+def _post(uri: str, path: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        f"{uri}/api/2.0/mlflow/{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.load(answer)
+
+
+def _tags(run: dict[str, Any]) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+
+
+def _metrics(run: dict[str, Any]) -> dict[str, float]:
+    return {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
+
+
+def _params(run: dict[str, Any]) -> dict[str, str]:
+    return {p["key"]: p["value"] for p in run["data"].get("params", [])}
+
+
+def test_the_sweep_reads_back_through_the_server(swept: ReviewedSweep, server: str) -> None:
+    experiment = _get(server, "experiments/get-by-name", experiment_name="loadertune")
+    experiment_id = experiment["experiment"]["experiment_id"]
+    found = _post(server, "runs/search", {"experiment_ids": [experiment_id], "max_results": 500})
+    runs = found["runs"]
+    (parent,) = [r for r in runs if _tags(r).get("loadertune.kind") == "sweep"]
+    parent_id = parent["info"]["run_id"]
+    children = [r for r in runs if _tags(r).get("mlflow.parentRunId") == parent_id]
+    assert len(children) == len(swept.study.trials)
+
+    (chosen,) = [c for c in children if _tags(c).get("recommended") == "true"]
+    rec = swept.results["recommended"]
+    assert _tags(chosen)["optuna.trial_number"] == str(rec["trial_number"])
+    assert {"verdict_time_per_sample_ms", "verdict_rank"} <= _metrics(chosen).keys()
+    params = _params(parent)
+    assert params["recommended.loader.num_workers"] == _params(chosen)["loader.num_workers"]
+    assert _metrics(parent)["recommended_trial_number"] == rec["trial_number"]
+
+    listed = _get(server, "artifacts/list", run_id=parent_id)
+    names = {f["path"] for f in listed.get("files", [])}
+    assert {"verdict.png", "best_loader.yaml", "optimization_results.yaml"} <= names
+    listed = _get(server, "artifacts/list", run_id=chosen["info"]["run_id"])
+    assert "config.yaml" in {f["path"] for f in listed.get("files", [])}
+
+    # A run lasts as long as its trial: at least the window the trial measured.
+    for child in children:
+        if "repeat_of" in _tags(child) or "window_s" not in _metrics(child):
+            continue
+        info = child["info"]
+        duration_ms = int(info["end_time"]) - int(info["start_time"])
+        assert duration_ms >= _metrics(child)["window_s"] * 1000 - 1, info
+
+
+def test_the_printed_url_is_a_route_of_this_ui(swept: ReviewedSweep, server: str) -> None:
+    """The sweep prints ``#/experiments/<id>/runs``: the runs table in this MLflow's UI."""
+    with urllib.request.urlopen(f"{server}/", timeout=30) as answer:
+        assert answer.status == 200
+        assert "<html" in answer.read().decode(errors="replace").lower()
+    import mlflow
+
+    bundle = Path(mlflow.__file__).parent / "server" / "js" / "build" / "static" / "js"
+    routes = "".join(p.read_text(errors="replace") for p in bundle.glob("main.*.js"))
+    assert '"/experiments/:experimentId/runs"' in routes
+    assert "then open http://127.0.0.1:5000/#/experiments/" in swept.proc.stdout

@@ -81,10 +81,11 @@ def classify(exc_type: str, text: str) -> str:
     """The reason for a trial that raised ``exc_type`` with traceback/message ``text``."""
     if exc_type == "ConfigError":
         return "invalid_config"
-    if exc_type == "InfeasibleSetting":
-        match = re.search(r"\[(\w+)\]", text)
-        if match and match.group(1) in REASONS:
-            return match.group(1)
+    if exc_type in ("InfeasibleSetting", "TrialFailure"):
+        # The last ``[reason]``: the failure's own line comes after any chained cause.
+        named = [str(r) for r in re.findall(r"\[(\w+)\]", text) if r in REASONS]
+        if named:
+            return named[-1]
     for rule in _RULES:
         if rule.pattern.search(text):
             return rule.reason
@@ -98,9 +99,17 @@ def classify_exit(exitcode: int | None) -> str:
     return "trial_crashed"
 
 
-class InfeasibleSetting(RuntimeError):
-    """A setting predicted to break a resource guard; raised before any worker starts."""
+class TrialFailure(RuntimeError):
+    """A trial stopped by one of its own guards, with its reason (one of :data:`REASONS`).
+
+    The text opens with ``[reason]`` so :func:`classify` reads it back from a traceback.
+    """
 
     def __init__(self, reason: str, message: str) -> None:
         self.reason = reason
+        self.message = message
         super().__init__(f"[{reason}] {message}")
+
+
+class InfeasibleSetting(TrialFailure):
+    """A setting predicted to break a resource guard; raised before any worker starts."""

@@ -1,0 +1,134 @@
+"""Keep a trial's process tree under its memory budget: when to sample, and when to stop it.
+
+A leaking worker can add a gigabyte a second, so a guard that samples at a fixed pace and
+stops the tree once a sample is over the budget overshoots by whatever grew in between.
+:class:`BudgetPacer` instead samples faster as the tree nears the budget and stops it as soon
+as the growth seen between samples would carry it past the budget before the next sample
+(plus the time a kill takes). Its readings are cheap: summed RSS (microseconds a process)
+every time, PSS (milliseconds a process, the figure the budget is about) only now and then,
+when the tree's members change and near the budget. In between, PSS is estimated as RSS less
+the shared pages the last PSS reading found double-counted: a leak is private memory, so it
+grows both alike. Both the sweep (``_runner._MemoryGuard``, from the sweep process) and a
+single trial (:class:`TrialMemoryWatch`, a thread in the trial process) use it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from loadertune.monitor import ProcessTreeMonitor
+
+SLOW_S = 0.25  # between samples while the tree is far from the budget
+FAST_S = 0.01  # between samples at the closest
+PSS_FAR_S = 1.0  # between PSS readings under half the budget
+PSS_NEAR_S = 0.2  # ... and above it
+ACT_S = 0.03  # from deciding to stop to the tree's memory no longer growing (a SIGKILL)
+RATE_WINDOW = 6  # growth is the fastest seen over this many recent intervals
+UNSEEN_RATE = 2 * 2**30  # bytes/s: a leak this fast, not yet seen, still finds a reading in time
+
+
+class BudgetPacer:
+    """Decides, one reading at a time, whether a growing tree must stop to stay under budget.
+
+    Call :meth:`observe` with the summed RSS and members read now; it asks ``read_pss`` for
+    the tree's PSS when it needs one. ``next_in`` says when to call it again.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.peak = 0  # the largest footprint seen (PSS, or RSS once over the budget)
+        self.estimate = 0
+        self.next_in = 0.0
+        self._shared = 0  # summed RSS less PSS at the last PSS reading
+        self._pids: frozenset[int] = frozenset()
+        self._pss_at = -float("inf")
+        self._last: tuple[float, int] | None = None
+        self._rates: deque[float] = deque(maxlen=RATE_WINDOW)
+
+    def observe(
+        self, now: float, rss: int, pids: frozenset[int], read_pss: Callable[[], int]
+    ) -> bool:
+        """Take in one reading; True when the tree must stop now."""
+        if self._pss_due(now, pids):
+            pss = read_pss()
+            self._shared, self._pids, self._pss_at = max(rss - pss, 0), pids, now
+        self.estimate = max(rss - self._shared, 0)
+        if self._last is not None and now > self._last[0]:
+            self._rates.append(max(self.estimate - self._last[1], 0) / (now - self._last[0]))
+        self._last = (now, self.estimate)
+        rate = max(self._rates, default=0.0)
+        self.peak = max(self.peak, self.estimate)
+        self.next_in = self._interval(rate)
+        return self.estimate + rate * (self.next_in + ACT_S) > self.budget
+
+    def _pss_due(self, now: float, pids: frozenset[int]) -> bool:
+        """Read PSS when the members changed (a worker's shared pages), else now and then."""
+        if pids != self._pids:
+            return True
+        every = PSS_NEAR_S if self.estimate > self.budget / 2 else PSS_FAR_S
+        return now - self._pss_at >= every
+
+    def _interval(self, rate: float) -> float:
+        """Sooner the closer the budget is, in time at the current growth and in bytes."""
+        headroom = max(self.budget - self.estimate, 0)
+        wait = SLOW_S if self.estimate < self.budget / 2 else SLOW_S / 5
+        wait = min(wait, headroom / UNSEEN_RATE)
+        if rate > 0:
+            wait = min(wait, headroom / rate / 4)
+        return max(wait, FAST_S)
+
+
+def footprint_reader(monitor: ProcessTreeMonitor) -> Callable[[], int]:
+    """The tree's summed PSS (or USS/RSS where the OS lacks it), read through ``monitor``."""
+
+    def read() -> int:
+        sample = monitor.sample(memory=True)
+        return 0 if sample is None or sample.memory_bytes is None else sample.memory_bytes
+
+    return read
+
+
+def over_budget_text(peak: int, budget: int, key: str) -> str:
+    """One line: what the tree reached, the budget, and how to fix it."""
+    return (
+        f"the trial's processes reached {peak / 2**20:.0f} MB (PSS) and were stopped before "
+        f"passing the memory budget of {budget / 2**20:.0f} MB; lower loader.batch_size, "
+        f"loader.num_workers or loader.prefetch_factor, or raise {key}"
+    )
+
+
+class TrialMemoryWatch:
+    """A thread in the trial process that samples its tree and calls ``on_over`` once when
+    the tree would pass ``budget`` bytes; a few readings a second far from the budget, so it
+    takes next to nothing from the loop it guards.
+    """
+
+    def __init__(self, budget: int, on_over: Callable[[str], None]) -> None:
+        self.pacer = BudgetPacer(budget)
+        self.on_over = on_over
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loadertune-memory", daemon=True)
+
+    def __enter__(self) -> TrialMemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        monitor = ProcessTreeMonitor(os.getpid())
+        read_pss = footprint_reader(monitor)
+        while not self._stop.wait(self.pacer.next_in):
+            rss = monitor.rss_bytes()
+            pids = frozenset(monitor.pids)
+            if self.pacer.observe(time.perf_counter(), rss, pids, read_pss):
+                self.on_over(
+                    over_budget_text(self.pacer.peak, self.pacer.budget, "trial.memory_budget_mb")
+                )
+                return

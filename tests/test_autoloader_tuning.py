@@ -1,0 +1,189 @@
+"""AutoLoader's choice from synthetic timings: the guess, the rounds, cheapest within noise,
+confidence, a dropped probe, and the whole loop driven by a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from torch.utils.data import Dataset
+
+from loadertune import AutoLoader
+from loadertune.autoloader._decision import decide, report_text
+from loadertune.autoloader._schedule import (
+    Measure,
+    Segment,
+    Setting,
+    Tuner,
+    candidates,
+    guess_workers,
+)
+from loadertune.autoloader._stats import assess, compare, recommend
+from loadertune.diagnosis import LABELS
+
+
+@pytest.mark.parametrize(
+    ("load_ms", "step_ms", "load_cpu", "cpus", "workers", "bound"),
+    [
+        (40.0, 10.0, 0.0, 2, 4, "hides loading"),  # reads: 4 workers overlap them
+        (1.0, 50.0, 1.0, 2, 0, "loading is negligible"),  # compute-bound
+        (40.0, 10.0, 1.0, 2, 2, "cpus"),  # decoding on 2 cores: (40 + 0) / 2 = 20 ms floor
+        (900.0, 1.0, 0.0, 2, 16, "max_workers"),
+    ],
+)
+def test_guess(
+    load_ms: float, step_ms: float, load_cpu: float, cpus: int, workers: int, bound: str
+) -> None:
+    g = guess_workers(load_ms, step_ms, load_cpu, 0.0, cpus, cap=16)
+    assert (g.workers, g.bound) == (workers, bound)
+
+
+def test_candidates_around_the_guess() -> None:
+    names = [s.name for s in candidates(4, 16, False, {})]
+    assert names == ["w4", "w0", "w8", "w2", "w4_pf4"]
+    assert [s.name for s in candidates(0, 16, False, {})] == ["w0", "w1", "w2", "w1_pf4"]
+    assert "w4" in [s.name for s in candidates(4, 16, True, {})]  # unpinned beside pinned
+    assert {s.pin_memory for s in candidates(4, 16, True, {})} == {True, False}
+    fixed = candidates(4, 16, False, {"prefetch_factor": 8})
+    assert {s.prefetch_factor for s in fixed if s.num_workers} == {8}
+
+
+def io_bound(s: Setting, drift: float) -> float:
+    """Seconds per batch: 40 ms loads on idle CPUs behind a 10 ms step, times the drift."""
+    load = 0.040 if s.num_workers == 0 else 0.040 / s.num_workers
+    extra = 0.010 if s.num_workers == 0 else 0.0
+    return max(0.010, load) * drift + extra * drift
+
+
+def measured(s: Setting, rnd: int, per_batch: float, steps: int) -> Measure:
+    m = Measure(s, rnd, steps=steps, counted=steps, counted_s=per_batch * steps)
+    m.wait_s = max(per_batch - 0.010, 0.0) * steps
+    m.step_s = 0.010 * steps
+    m.counted_wait_s = m.wait_s
+    return m
+
+
+def run(tuner: Tuner, timing: Any, fail: Setting | None = None) -> list[Segment]:
+    """Feed the tuner synthetic measurements until it settles; return the segments run."""
+    drifts = [1.0, 1.1, 0.95, 1.05]
+    segments = []
+    while (seg := tuner.next()) is not None:
+        segments.append(seg)
+        if seg.round < 0 and tuner.guess is None:
+            m = Measure(seg.setting, -1, steps=seg.steps, counted=seg.steps - 1)
+            m.wait_s, m.step_s = 0.040 * seg.steps, 0.010 * seg.steps
+            m.counted_wait_s = 0.040 * (seg.steps - 1)
+            tuner.done(seg, m)
+        elif seg.setting == fail:
+            m = Measure(seg.setting, seg.round, steps=2, failed="worker(s) [1] exited")
+            tuner.fail(seg, m, seg.steps - 2)
+        else:
+            per = timing(seg.setting, drifts[max(seg.round, 0)])
+            tuner.done(seg, measured(seg.setting, seg.round, per, seg.steps))
+    return segments
+
+
+def test_io_bound_settles_on_the_cheapest_that_hides_loading() -> None:
+    tuner = Tuner(budget=200, cpus=2, max_workers=16)
+    segments = run(tuner, io_bound)
+    assert tuner.guess is not None and tuner.guess.workers == 4
+    assert sum(s.steps for s in segments) <= 200
+    rounds = [s for s in segments if s.round >= 0]
+    assert {s.round for s in rounds} == {0, 1, 2}
+    assert [s.setting.name for s in rounds[:5]] == ["w4", "w0", "w8", "w2", "w4_pf4"]
+    assert [s.setting.name for s in rounds[5:7]] == ["w0", "w8"]  # rotated: drift cancels
+    d = decide(tuner, cpus=2)
+    assert d.chosen.name == "w4" and d.chosen.persistent_workers
+    assert d.assurance.level == "high"  # drift hit every setting alike within a round
+    assert d.bottleneck in LABELS
+    assert "chosen: w4" in report_text(d, tuner)
+
+
+def test_a_gap_within_noise_goes_to_the_cheaper_setting() -> None:
+    times = {"w2": {0: 1.02, 1: 1.30 * 1.02, 2: 0.8 * 1.02}, "w4": {0: 1.0, 1: 1.3, 2: 0.8}}
+    choice = recommend(times, {"w2": 2.0, "w4": 4.0})
+    assert (choice.chosen, choice.fastest) == ("w2", "w4")
+    times["w2"] = {r: v * 1.10 for r, v in times["w4"].items()}
+    assert recommend(times, {"w2": 2.0, "w4": 4.0}).chosen == "w4"
+
+
+def test_paired_rounds_cancel_drift_and_scatter_lowers_confidence() -> None:
+    steady = {"a": {0: 1.0, 1: 1.1, 2: 0.9}, "b": {0: 1.5, 1: 1.65, 2: 1.35}}
+    assert compare(steady["b"], steady["a"])[0] == pytest.approx(1.5)
+    choice = recommend(steady, {"a": 1.0, "b": 0.0})
+    assert choice.chosen == "a" and assess(choice, steady).level == "high"
+    drifting = {k: {0: v[0], 1: 2 * v[1], 2: v[2] / 2} for k, v in steady.items()}
+    assert recommend(drifting, {"a": 1.0, "b": 0.0}).chosen == "a"  # the pairs still agree
+    assert assess(choice, drifting).level == "low"  # but the machine's speed was not steady
+    scattered = {"a": {0: 1.0, 1: 1.0, 2: 1.0}, "b": {0: 0.9, 1: 1.3, 2: 1.0}}
+    choice = recommend(scattered, {"a": 1.0, "b": 2.0})
+    assert assess(choice, scattered).level in ("medium", "low")
+
+
+def test_a_failed_probe_is_dropped_and_its_steps_run_on_the_last_good_setting() -> None:
+    tuner = Tuner(budget=200, cpus=2, max_workers=16)
+    w8 = Setting(8, 2, True)
+    segments = run(tuner, io_bound, fail=w8)
+    after = segments[segments.index(next(s for s in segments if s.setting == w8)) + 1]
+    assert after.round == -1 and after.setting.name == "w0"  # the setting that ran before it
+    assert sum(1 for s in segments if s.setting == w8) == 1  # never probed again
+    assert tuner.dropped[w8].startswith("worker")
+    assert decide(tuner, 2).chosen.name == "w4"
+
+
+def test_tuner_state_round_trip() -> None:
+    tuner = Tuner(budget=200, cpus=2, max_workers=16)
+    run(tuner, io_bound, fail=Setting(8, 2, True))
+    again = Tuner(budget=200, cpus=2, max_workers=16)
+    again.restore(tuner.state())
+    assert again.state() == tuner.state()
+    assert decide(again, 2) == decide(tuner, 2)
+
+
+def test_too_small_a_budget_keeps_the_guess() -> None:
+    tuner = Tuner(budget=20, cpus=2, max_workers=16)
+    run(tuner, io_bound)
+    d = decide(tuner, 2)
+    assert d.chosen.num_workers == 4 and d.assurance.level == "low"
+
+
+class Ints(Dataset[int]):
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class FakeClock:
+    """Advances by a cost per call that depends on the live probe's workers."""
+
+    def __init__(self, cost_by_workers: dict[int, float]) -> None:
+        self.t, self.cost = 0.0, cost_by_workers
+        self.loader: Any = None
+
+    def __call__(self) -> float:
+        probe = self.loader._driver.probe if self.loader else None
+        self.t += self.cost[probe.setting.num_workers] if probe else 0.0
+        return self.t
+
+
+@pytest.mark.parametrize(
+    ("costs", "chosen"),
+    [
+        ({0: 0.003, 1: 0.001, 2: 0.001}, 1),  # 1 and 2 workers tie: the cheaper
+        ({0: 0.001, 1: 0.001, 2: 0.001}, 0),  # all tie: the default
+        ({0: 0.004, 1: 0.002, 2: 0.001}, 2),  # the fastest, clearly
+    ],
+)
+def test_the_loop_chooses_from_its_clock(costs: dict[int, float], chosen: int) -> None:
+    """The whole loop, timed by a fake clock: the choice follows the timings."""
+    clock = FakeClock(costs)
+    loader = AutoLoader(
+        Ints(), batch_size=2, tune_steps=90, clock=clock, probe_timeout_s=5,
+        candidates=[{"num_workers": 0}, {"num_workers": 1}, {"num_workers": 2}],
+    )  # fmt: skip
+    clock.loader = loader
+    for _ in range(3):
+        assert [int(i) for b in loader for i in b] == list(range(96))
+    assert loader.settings["num_workers"] == chosen

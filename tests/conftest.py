@@ -57,3 +57,14 @@ def fixtures_on_path(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(FIXTURES))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), *sys.path]))
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def private_host_lock(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test its own host timing lock: a sweep elsewhere on this machine (or another
+    test run beside this one) must not make a test wait. The lock's own tests share one."""
+    folder = tmp_path_factory.mktemp("lock")
+    monkeypatch.setenv("LOADERTUNE_LOCK_DIR", str(folder))
+    return folder

@@ -7,6 +7,7 @@ objective (time per sample in ms) for a sweeper.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -14,24 +15,25 @@ from omegaconf import DictConfig, OmegaConf
 from loadertune import resolvers
 from loadertune.errors import ConfigError
 
+if TYPE_CHECKING:
+    from loadertune.config import RunConfig
+    from loadertune.result import TrialResult
+
 resolvers.register()
 
 
 def run_from_hydra(cfg: DictConfig) -> float:
-    """Run one trial from a composed config; bad input exits with one line and status 2.
+    """Run one trial from a composed config, record it, and return its objective.
 
     Under the loadertune sweeper the trial streams to the sweep process instead, which
-    records it (see :mod:`loadertune.channel`).
+    records it (see :mod:`loadertune.channel`). On its own, anything that stops it ends in
+    one line and an exit status (:mod:`loadertune.exit_status`).
     """
     from loadertune import channel
     from loadertune.channel import MessageKind
     from loadertune.config import to_run_config
-    from loadertune.exit_status import ExitStatus
-    from loadertune.failures import InfeasibleSetting, TrialFailure
-    from loadertune.host_lock import HostBusy, timing_lock
-    from loadertune.report import print_summary, step_progress
+    from loadertune.report import print_summary
     from loadertune.trial import run_trial
-    from loadertune.validation import validate
 
     link = channel.current()
     if link is not None:
@@ -40,23 +42,7 @@ def run_from_hydra(cfg: DictConfig) -> float:
         )
         link.send(MessageKind.RESULT, result)
         return result.objective
-    try:
-        config = to_run_config(cfg)
-        validate(config)
-        with timing_lock("a trial", config.trial.host_lock), step_progress(config) as on_step:
-            result = run_trial(config, on_step=on_step)
-    except (ConfigError, InfeasibleSetting) as exc:
-        print(f"loadertune: error: {exc}", file=sys.stderr)
-        sys.exit(ExitStatus.BAD_INPUT)
-    except HostBusy as exc:
-        print(f"loadertune: error: {exc}", file=sys.stderr)
-        sys.exit(ExitStatus.BUSY)
-    except TrialFailure as exc:  # a guard stopped it: what was printed, then one line
-        first, *printed = exc.message.splitlines()
-        if printed:
-            print("\n".join(printed), file=sys.stderr)
-        print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
-        sys.exit(ExitStatus.NO_RESULT)
+    config, result = _measure_here(cfg)
     print_summary(config, result)
     if config.tracking.enabled:
         from loadertune.tracking import log_trial, mlflow_run
@@ -66,6 +52,45 @@ def run_from_hydra(cfg: DictConfig) -> float:
             log_trial(run.info.run_id, config, result, resolved)
         print(f"MLflow run {run.info.run_id} in experiment '{config.tracking.experiment}'")
     return result.objective
+
+
+def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
+    """Check, take the host's timing lock, run the trial; one line and its status if not."""
+    from loadertune.config import to_run_config
+    from loadertune.exit_status import ExitStatus
+    from loadertune.failures import InfeasibleSetting, TrialFailure
+    from loadertune.host_lock import HostBusy, timing_lock
+    from loadertune.report import step_progress
+    from loadertune.stores import StoreUnavailable
+    from loadertune.trial import run_trial
+    from loadertune.validation import validate
+
+    try:
+        config = to_run_config(cfg)
+        validate(config)
+        _check_stores(config)
+        with timing_lock("a trial", config.trial.host_lock), step_progress(config) as on_step:
+            return config, run_trial(config, on_step=on_step)
+    except (ConfigError, InfeasibleSetting, HostBusy, StoreUnavailable) as exc:
+        print(f"loadertune: error: {exc}", file=sys.stderr)
+        status = {HostBusy: ExitStatus.BUSY, StoreUnavailable: ExitStatus.INFRASTRUCTURE}
+        sys.exit(status.get(type(exc), ExitStatus.BAD_INPUT))
+    except TrialFailure as exc:  # a guard stopped it: what was printed, then one line
+        first, *printed = exc.message.splitlines()
+        if printed:
+            print("\n".join(printed), file=sys.stderr)
+        print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
+        sys.exit(ExitStatus.NO_RESULT)
+
+
+def _check_stores(config: RunConfig) -> None:
+    """The output root writable, the tracking server answering: before the trial runs."""
+    from loadertune.stores import check_tracking_server, check_writable
+    from loadertune.tracking import tracking_uri
+
+    check_writable(config.paths.output_root)
+    if config.tracking.enabled:
+        check_tracking_server(tracking_uri(config.tracking, config.paths.output_root))
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -109,7 +134,28 @@ _GROUPS = {
 }
 
 
+def output_root_of(argv: list[str]) -> str:
+    """The output root a command line asks for (the last ``paths.output_root=``), else the
+    default: Hydra writes its run directory there before the app runs."""
+    root = "outputs"
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+") == "paths.output_root":
+            root = value
+    return root
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the output root checked first, since Hydra writes there
+    before anything else runs (a read-only or full disk: one line, exit status 5)."""
+    from loadertune.exit_status import ExitStatus
+    from loadertune.stores import StoreUnavailable, check_writable
+
     sys.argv = sweeper_shortcuts(sys.argv)
+    if not {"--help", "-h", "--cfg", "-c", "--info", "--shell-completion"} & set(sys.argv):
+        try:
+            check_writable(output_root_of(sys.argv[1:]))
+        except StoreUnavailable as exc:
+            print(f"loadertune: error: {exc}", file=sys.stderr)
+            sys.exit(ExitStatus.INFRASTRUCTURE)
     _hydra_main()

@@ -9,10 +9,12 @@ and shown).
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from omegaconf import OmegaConf
@@ -21,15 +23,20 @@ from optuna.trial import TrialState
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.host_lock import HostBusy, timing_lock
-from loadertune.machine import memory_budget_bytes, usable_cpus
+from loadertune.machine import memory_budget_bytes
+from loadertune.stores import (
+    describe_os_error,
+    is_disk_full,
+)
 
-from . import _baselines, _console, _fleet, _guess, _optuna_private, _study
+from . import _baselines, _console, _fleet, _guess, _study
 from ._answer import EFFECTIVE_KEY, Answer, answer_trial, tell_and_record
 from ._baselines import Role
 from ._busy import BusyPolicy
+from ._ending import INFRA, check_stores, fail, show_first_error
 from ._measure import Measurer
 from ._plan import Composer, SweepPlan, make_plan
-from ._reconcile import close_dead_runs
+from ._reconcile import queue_baselines, resumed
 from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
 from ._samplers import create_pruner, create_sampler
 from ._verdict_run import VerdictRun
@@ -44,7 +51,6 @@ if TYPE_CHECKING:
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
 VERDICT_STATE = "verdict"  # study user attr: started, then given; started on a start = cut
 VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
-ERROR_LINES = 4  # lines of the first failed trial's error shown in the terminal
 
 
 @dataclass
@@ -84,39 +90,52 @@ class SweepEngine:
         self._stop_requested = True
 
     def sweep(self, arguments: list[str]) -> None:
-        """Run the sweep here; bad input ends it with one line and exit status 2."""
+        """Run the sweep here; how it ended is its exit status (:mod:`loadertune.exit_status`):
+        bad input and unusable stores end it with one line before anything runs."""
         s = self.settings
         try:
             plan = make_plan(s, self.compose, arguments)
             sampler = create_sampler(s.sampler, plan.space)
             pruner = create_pruner(s.pruner)
         except (ConfigError, ValueError, ImportError) as exc:
-            _fail(str(exc))
-        try:
-            study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
-        except Exception as exc:  # any storage failure: one line, nothing run
-            line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            _fail(
-                f"hydra.sweeper.storage={plan.storage}: cannot open the study ({line}). "
-                "Fix: check the URL, the server and its driver",
-                ExitStatus.INFRASTRUCTURE,
-            )
-        try:
-            joined = _fleet.admit(study, _fleet.fingerprint(), s.force_fingerprint)
-        except ConfigError as exc:
-            _fail(str(exc))
-        if joined:
-            print(f"loadertune: warning: {joined}", file=sys.stderr)
+            fail(str(exc))
+        check_stores(plan)
+        study = self._open(plan, sampler, pruner)
         self.lock_mode = "off" if s.allow_parallel_trials else s.host_lock
         try:
             with timing_lock(f"a sweep of study '{plan.study_name}'", self.lock_mode):
                 ending = self._run(plan, study, sampler)
         except HostBusy as exc:
-            _fail(str(exc), ExitStatus.BUSY)
+            fail(str(exc), ExitStatus.BUSY)
         except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: nothing ran
             ending = ExitStatus.INTERRUPTED
+        except Exception as exc:  # a full disk half way: one line; what was recorded stays
+            if not is_disk_full(exc):
+                raise
+            out = plan.base.paths.output_root
+            fail(describe_os_error(OSError(errno.ENOSPC, str(exc)), Path(out)), INFRA)
         if ending != ExitStatus.OK:
             sys.exit(int(ending))
+
+    def _open(self, plan: SweepPlan, sampler: Any, pruner: Any) -> optuna.Study:
+        """The study, created or resumed, once this host may join it; one line if not."""
+        s = self.settings
+        try:
+            study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
+        except Exception as exc:  # any storage failure: one line, nothing run
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fail(
+                f"hydra.sweeper.storage={plan.storage}: cannot open the study ({line}). "
+                "Fix: check the URL, the server and its driver",
+                INFRA,
+            )
+        try:
+            joined = _fleet.admit(study, _fleet.fingerprint(), s.force_fingerprint)
+        except ConfigError as exc:
+            fail(str(exc))
+        if joined:
+            print(f"loadertune: warning: {joined}", file=sys.stderr)
+        return study
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -125,12 +144,7 @@ class SweepEngine:
         s = self.settings
         _console.quiet_libraries()
         orphans = _study.fail_orphaned_trials(study)
-        requeued: list[Role] = []
-        if not _optuna_private.is_exhaustive(sampler):  # a grid measures every point anyway
-            if not study.trials:
-                _baselines.enqueue_initial(study, plan.space, usable_cpus())
-            else:
-                requeued = _baselines.enqueue_missing(study, plan.space, usable_cpus())
+        requeued = queue_baselines(study, plan.space, sampler)
         ranged = _guess.restore_range(study, plan, s.guess_range)
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")
@@ -142,19 +156,8 @@ class SweepEngine:
         view = _console.SweepView(study, budget.shown, plan, orphans)
         if ranged:
             view.note(ranged)
-        if requeued:
-            names = ", ".join(role.label for role in requeued)
-            view.note(f"queued again, missing from the resumed study: {names}")
-        if recorder.enabled:
-            closed = close_dead_runs(
-                recorder.client,
-                recorder.experiment_id,
-                study.study_name,
-                recorder.parent_id,
-                locked=self.lock_mode != "off",
-            )
-            if closed:
-                view.note(f"closed {len(closed)} MLflow run(s) a dead sweep left RUNNING")
+        for line in resumed(study, requeued, recorder, locked=self.lock_mode != "off"):
+            view.note(line)
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)
         busy = BusyPolicy(s.busy, float(s.busy_wait_s), float(s.busy_cpu_percent), view.note)
         self.measure = Measurer(
@@ -234,7 +237,7 @@ class SweepEngine:
             answer = self._answer(session, trial)
             tell_and_record(study, answer, session.recorder, session.view, ran + 1)
             if answer.measured and answer.error and not errors_shown:
-                errors_shown = _show_first_error(view, answer)
+                errors_shown = show_first_error(view, answer)
             if answer.reason == "interrupted":
                 break
             # A repeat is answered from an earlier measurement: it does not use up n_trials.
@@ -343,20 +346,3 @@ class SweepEngine:
             _guess.study_range(session.study),
         )
         return True
-
-
-def _show_first_error(view: _console.SweepView, answer: Answer) -> bool:
-    """The first failed trial's error, its last lines, so a failing sweep is never silent."""
-    lines = [line for line in (answer.error or "").strip().splitlines() if line.strip()]
-    tail = "\n    ".join(lines[-ERROR_LINES:])
-    view.note(
-        f"trial {answer.trial.number} failed ({answer.reason}); its error ends:\n    {tail}\n"
-        "  (the whole text: error.txt in its MLflow run; later failures are counted, not shown)"
-    )
-    return True
-
-
-def _fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:
-    """Bad input (or a store that cannot open): one line, its exit status, nothing run."""
-    print(f"loadertune: error: {message}", file=sys.stderr)
-    sys.exit(int(status))

@@ -1,4 +1,4 @@
-"""On every start, close the MLflow runs a dead sweep of this study left RUNNING.
+"""On every start, repair what a dead sweep left: RUNNING MLflow runs, missing baselines.
 
 A sweep killed with -9, by the OOM killer or a full disk never ends its parent run, and a
 child run it was writing stays RUNNING too, whatever phase it died in (a trial, the
@@ -15,10 +15,18 @@ import contextlib
 import socket
 from typing import TYPE_CHECKING, Any
 
+import optuna
 import psutil
+
+from loadertune.machine import usable_cpus
+
+from . import _baselines, _optuna_private
+from ._baselines import Role
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+
+    from ._record import SweepRecorder
 
 PID_TAG = "loadertune.pid"
 CLOSED_TAG = "loadertune.closed"
@@ -67,3 +75,31 @@ def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
     with contextlib.suppress(Exception):
         return bool(client.get_run(parent).info.status != "RUNNING")
     return True
+
+
+def queue_baselines(study: optuna.Study, space: dict[str, Any], sampler: Any) -> list[Role]:
+    """The baselines at the front of a new study, or those a resumed one lacks (queued
+    again); a grid measures every point anyway. The roles queued again."""
+    if _optuna_private.is_exhaustive(sampler):
+        return []
+    if not study.trials:
+        _baselines.enqueue_initial(study, space, usable_cpus())
+        return []
+    return _baselines.enqueue_missing(study, space, usable_cpus())
+
+
+def resumed(
+    study: optuna.Study, requeued: list[Role], recorder: SweepRecorder, locked: bool
+) -> list[str]:
+    """Close the dead sweeps' RUNNING runs; the lines that say what a resume repaired."""
+    lines = []
+    if requeued:
+        names = ", ".join(role.label for role in requeued)
+        lines.append(f"queued again, missing from the resumed study: {names}")
+    if recorder.enabled:
+        closed = close_dead_runs(
+            recorder.client, recorder.experiment_id, study.study_name, recorder.parent_id, locked
+        )
+        if closed:
+            lines.append(f"closed {len(closed)} MLflow run(s) a dead sweep left RUNNING")
+    return lines

@@ -1,0 +1,98 @@
+"""Where results go, checked before anything runs; files written whole or not at all.
+
+A tracking server that does not answer costs minutes of MLflow's retries and a long
+traceback after the trials ran; a full disk or a read-only output root crashes a sweep half
+way and leaves empty result files. Both are checked at the start in one line that names the
+place and the fix (:class:`StoreUnavailable`, exit status 5), and result files are written
+to a temporary file and renamed, so a file is either the old one or the new one, never empty.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REACH_TIMEOUT_S = 5.0
+MIN_FREE_MB = 50  # below this, the stores' next writes may fail half way
+
+
+class StoreUnavailable(Exception):
+    """A store or the disk cannot take the results; the message names it and the fix."""
+
+
+def check_tracking_server(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Raise if an http(s) tracking URI does not answer within ``timeout_s`` (others pass)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered: a server without /health, or behind auth, is still there
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "reason", exc)
+        raise StoreUnavailable(
+            f"the MLflow tracking server {uri} does not answer ({why}). Fix: start it "
+            "(scripts/mlflow_server.sh), correct tracking.tracking_uri / MLFLOW_TRACKING_URI, "
+            "or unset them to record in the local SQLite store under the output root"
+        ) from None
+
+
+def check_writable(folder: str | Path, key: str = "paths.output_root") -> None:
+    """Raise if ``folder`` cannot be created or written, or its disk is all but full."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".loadertune-write-check-{os.getpid()}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise StoreUnavailable(describe_os_error(exc, path, key)) from None
+    free_mb = shutil.disk_usage(path).free / 2**20
+    if free_mb < MIN_FREE_MB:
+        raise StoreUnavailable(
+            f"{key}={path}: only {free_mb:.0f} MB free on its disk (at least {MIN_FREE_MB} MB "
+            f"needed for the stores and results). Fix: free space, or set {key} elsewhere"
+        )
+
+
+def describe_os_error(exc: OSError, path: Path, key: str = "paths.output_root") -> str:
+    """One line for a failed write: what, where, and the fix."""
+    if exc.errno == errno.ENOSPC or "disk is full" in str(exc):
+        return f"{key}={path}: the disk is full. Fix: free space, or set {key} elsewhere"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (
+            f"{key}={path}: cannot write there ({os.strerror(exc.errno or 0)}). Fix: "
+            f"choose a writable {key}"
+        )
+    return f"{key}={path}: {exc.strerror or exc}. Fix: check the path and its disk"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """A write failed for want of space: the OS said so, or SQLite did."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    text = str(exc).lower()
+    return "disk is full" in text or "no space left" in text
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: a temporary file beside it, then a rename.
+
+    On failure (a full disk) the old file, if any, is left as it was, and no temporary file
+    is left behind.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,385 @@
+"""Faults past the trial: two timing processes on one host, absurd settings, dead sweeps'
+leftovers, stores that cannot work, and exit statuses that tell each ending apart.
+
+Every case injects the real fault: a second process, a real ``kill -9`` in the verdict, a
+dataset that raises on some indices, a dead port, a read-only output root.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from hydra_plugins.loadertune_sweeper._answer import error_signature
+from loadertune import host_lock, preflight
+from loadertune.config import LoaderConfig
+from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
+from loadertune.failures import InfeasibleSetting
+from tests.conftest import FIXTURES
+from tests.test_failures import SLOW, _running_trial, _wait_for, faulty_sweep, processes_under
+from tests.test_sweep import finished, mlflow_runs, study_at
+
+WORKER_TRACEBACK = """Traceback (most recent call last):
+  File "/v/torch/utils/data/dataloader.py", line 733, in __next__
+    data = self._next_data()
+ValueError: Caught ValueError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/v/torch/utils/data/_utils/worker.py", line 349, in _worker_loop
+    data = fetcher.fetch(index)
+  File "/data/records.py", line 42, in __getitem__
+    raise ValueError(f"corrupt record at index {index}")
+ValueError: corrupt record at index {index}
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        (WORKER_TRACEBACK.format(index=1468), WORKER_TRACEBACK.format(index=746), True),
+        (WORKER_TRACEBACK, WORKER_TRACEBACK.replace("line 42", "line 43"), False),
+        (WORKER_TRACEBACK, WORKER_TRACEBACK.replace("ValueError: corrupt", "KeyError: x"), False),
+        ("KeyError: 'label 3'", "KeyError: 'label 9'", True),
+        ("", "", True),
+    ],
+)
+def test_errors_group_by_type_and_place_not_message(first: str, second: str, same: bool) -> None:
+    assert (error_signature(first) == error_signature(second)) is same
+
+
+def test_error_signature_names_type_and_innermost_frame() -> None:
+    text = WORKER_TRACEBACK.format(index=3)
+    assert error_signature(text) == "ValueError at records.py:42 in __getitem__"
+
+
+# ---- one timing process per host ------------------------------------------------------------
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from loadertune.host_lock import timing_lock
+with timing_lock("a sweep of study 'held'", directory=Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(folder: Path, seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+
+
+def test_refuse_names_the_holder(tmp_path: Path) -> None:
+    proc = _holder(tmp_path, 60)
+    try:
+        with (
+            pytest.raises(host_lock.HostBusy, match=rf"study 'held' \(pid {proc.pid}"),
+            host_lock.timing_lock("a trial", "refuse", directory=tmp_path),
+        ):
+            pass
+    finally:
+        _stop(proc)
+
+
+def test_wait_says_who_once_then_runs_after_the_holder(tmp_path: Path) -> None:
+    proc = _holder(tmp_path, 1.5)
+    said: list[str] = []
+    with host_lock.timing_lock("a trial", "wait", said.append, directory=tmp_path):
+        assert proc.poll() is not None  # the holder ended before this block ran
+    proc.communicate()
+    assert len(said) == 1 and "study 'held'" in said[0] and "waiting" in said[0]
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    proc = _holder(tmp_path, 60)
+    _stop(proc)
+    with host_lock.timing_lock("a trial", "refuse", directory=tmp_path):
+        assert host_lock.read_holder(tmp_path) is not None
+    assert host_lock.read_holder(tmp_path) is None
+
+
+def test_off_takes_no_lock_and_bad_modes_name_the_key(tmp_path: Path) -> None:
+    proc = _holder(tmp_path, 60)
+    try:
+        with host_lock.timing_lock("a trial", "off", directory=tmp_path):
+            pass
+    finally:
+        _stop(proc)
+    with pytest.raises(ConfigError, match=r"trial\.host_lock=sometimes"):
+        host_lock.check_mode("trial.host_lock", "sometimes")
+
+
+def _trial(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    script = str(Path(sys.executable).with_name("loadertune"))
+    return subprocess.run(
+        [script, f"paths.output_root={out}", *overrides],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=out,
+    )
+
+
+@pytest.mark.slow
+def test_a_second_sweep_waits_and_a_trial_is_refused_while_one_times(tmp_path: Path) -> None:
+    """Two sweeps of one study started together never time at the same time."""
+    first = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=2", *SLOW, wait=False)
+    _wait_for(lambda: _running_trial(tmp_path))
+    refused = _trial(tmp_path, "trial.host_lock=refuse", "model=simulated", "trial.steps=4")
+    assert refused.returncode == ExitStatus.BUSY, refused.stderr
+    assert "a sweep of study 's'" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    second = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=2", *SLOW, wait=False)
+    _, err2 = second.communicate(timeout=600)
+    first.communicate(timeout=600)
+    assert (first.returncode, second.returncode) == (0, 0), err2
+    assert "waiting: this host is timing a sweep of study 's'" in err2
+    spans = sorted(
+        (t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+        for t in finished(tmp_path)
+        if "repeat_of" not in t.user_attrs and t.datetime_start and t.datetime_complete
+    )
+    assert len(spans) >= 4
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start  # no two measured trials overlap
+
+
+# ---- settings that cannot work, refused before anything starts ------------------------------
+
+
+class Sized(torch.utils.data.Dataset[torch.Tensor]):
+    """``length`` items; item ``i`` holds ``big`` floats when ``i`` is past the first."""
+
+    def __init__(self, length: int, small: int = 4, big: int = 4) -> None:
+        self.length, self.small, self.big = length, small, big
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.zeros(self.small if index == 0 else self.big)
+
+
+@pytest.mark.parametrize(
+    ("length", "expected"),
+    [(0, []), (3, [0, 1, 2]), (8, list(range(8))), (100, [0, 14, 28, 42, 57, 71, 85, 99])],
+)
+def test_spread_indices(length: int, expected: list[int]) -> None:
+    assert preflight.spread_indices(length) == expected
+
+
+def test_the_largest_item_sizes_the_batch_not_the_first() -> None:
+    _, largest = preflight.largest_item_bytes(Sized(1000, small=4, big=1000))
+    assert largest == 4000
+
+
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_a_batch_the_dataset_cannot_fill_is_refused(drop_last: bool) -> None:
+    loader = LoaderConfig(batch_size=2048, drop_last=drop_last)
+    with pytest.raises(ConfigError, match=r"loader.batch_size=2048.*512 items"):
+        preflight.check(loader, Sized(512))
+
+
+def test_batches_beyond_memory_are_refused_before_any_worker() -> None:
+    loader = LoaderConfig(batch_size=10**8, num_workers=2)
+    with pytest.raises(InfeasibleSetting, match=r"memory_budget.*lower loader\.batch_size"):
+        preflight.check(loader, Sized(10**9, big=64))
+
+
+def test_more_workers_than_the_machine_can_use_are_refused() -> None:
+    cap = preflight.worker_cap()
+    preflight.check_worker_count(LoaderConfig(num_workers=cap))
+    with pytest.raises(ConfigError, match=f"loader.num_workers={cap + 1}"):
+        preflight.check_worker_count(LoaderConfig(num_workers=cap + 1))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["loader.batch_size=1000000000"], "loader.batch_size=1000000000"),
+        (["loader.num_workers=1000"], "loader.num_workers=1000"),
+        (["trial.steps=1"], "trial.steps=1"),
+        (["trial.host_lock=never"], "trial.host_lock=never"),
+    ],
+)
+def test_absurd_single_trials_end_in_one_line_and_status_2(
+    tmp_path: Path, overrides: list[str], key: str
+) -> None:
+    proc = _trial(tmp_path, "dataset=synthetic_images", "dataset.count=64", *overrides)
+    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert key in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_n_trials_zero_is_refused(tmp_path: Path) -> None:
+    proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=0")
+    _, err = proc.communicate()
+    assert proc.returncode == ExitStatus.BAD_INPUT
+    assert "hydra.sweeper.n_trials=0" in err
+    assert not (tmp_path / "optuna.db").exists()
+
+
+# ---- stores that cannot work ----------------------------------------------------------------
+
+
+def test_an_unreachable_tracking_server_is_one_line_before_anything(tmp_path: Path) -> None:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}
+    script = str(Path(sys.executable).with_name("loadertune"))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [script, "-m", f"paths.output_root={tmp_path}", "hydra.sweeper.study_name=s"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
+    assert "http://127.0.0.1:9 does not answer" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - started < 60  # not minutes of retries
+    assert not (tmp_path / "optuna.db").exists()  # no study with waiting trials left
+
+
+@pytest.mark.parametrize(
+    ("mount_options", "expected"),
+    [("size=2m", "only 2 MB free on its disk"), ("ro,size=64m", "cannot write there")],
+)
+def test_a_full_or_read_only_output_root_is_one_line(
+    tmp_path: Path, mount_options: str, expected: str
+) -> None:
+    """A tiny tmpfs, or a read-only one, as the output root, in a private mount namespace."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare for a private mount namespace")
+    root = tmp_path / "root"
+    root.mkdir()
+    script = Path(sys.executable).with_name("loadertune")
+    command = (
+        f"mount -t tmpfs -o {mount_options} tmpfs {root} || exit 99; "
+        f"exec {script} paths.output_root={root} model=simulated trial.steps=4"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
+    assert f"paths.output_root={root}: {expected}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_result_files_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    from loadertune.stores import write_text_atomically
+
+    path = tmp_path / "best_loader.yaml"
+    write_text_atomically(path, "old: 1\n")
+
+    original = os.replace
+
+    def full_disk(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    os.replace = full_disk  # type: ignore[assignment]
+    try:
+        with pytest.raises(OSError, match="No space"):
+            write_text_atomically(path, "new: 2\n")
+    finally:
+        os.replace = original
+    assert path.read_text() == "old: 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["best_loader.yaml"]
+
+
+# ---- exit statuses, and what a dead sweep left behind ----------------------------------------
+
+
+@pytest.mark.slow
+def test_all_trials_failing_exits_3_and_shows_the_error(tmp_path: Path) -> None:
+    proc = faulty_sweep(
+        tmp_path,
+        "hydra.sweeper.n_trials=2",
+        "+dataset.mode=segfault",
+        "loader.num_workers=choice(1,2)",
+    )
+    out, err = proc.communicate()
+    assert proc.returncode == ExitStatus.NO_RESULT, err
+    assert "failed (worker_crashed); its error ends:" in out
+    assert {t.state for t in finished(tmp_path)} == {TrialState.FAIL}
+
+
+@pytest.mark.slow
+def test_a_verdict_cut_by_kill_9_is_finished_on_the_next_start(tmp_path: Path) -> None:
+    args = [
+        "hydra.sweeper.n_trials=2",
+        "+dataset.mode=slow",
+        "+dataset.delay_s=0.02",
+        "trial.steps=20",
+        "loader.num_workers=choice(0,1)",
+        "hydra.sweeper.verdict_repeats=2",
+    ]
+    proc = faulty_sweep(tmp_path, *args, wait=False)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "verdict: measuring" in line:
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)  # the sweep process, in its verdict
+    proc.communicate()
+    _wait_for(lambda: not processes_under(tmp_path), timeout=30)
+    trials_before = len(study_at(tmp_path).trials)
+    assert not (tmp_path / "best_loader.yaml").exists()
+
+    again = faulty_sweep(tmp_path, *args)
+    out, err = again.communicate()
+    assert again.returncode == ExitStatus.OK, err
+    assert "finishing the verdict now, before any new trial" in out
+    assert len(study_at(tmp_path).trials) == trials_before  # no new trial
+    parents, children, client = mlflow_runs(tmp_path)
+    assert all(r.info.status != "RUNNING" for r in [*parents, *children])
+    statuses = sorted(p.info.status for p in parents)
+    assert statuses == ["FINISHED", "KILLED"]
+    killed = next(p for p in parents if p.info.status == "KILLED")
+    assert "loadertune.closed" in client.get_run(killed.info.run_id).data.tags
+
+
+@pytest.mark.slow
+def test_baselines_come_back_after_a_dataset_fix(tmp_path: Path) -> None:
+    broken = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=4", "+dataset.mode=raise")
+    broken.communicate()
+    assert broken.returncode == ExitStatus.DATASET_BUG
+    fixed = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", "+dataset.mode=ok")
+    out, err = fixed.communicate()
+    assert fixed.returncode == ExitStatus.OK, err
+    assert "queued again, missing from the resumed study: default (0 workers)" in out
+    default = [
+        t
+        for t in finished(tmp_path)
+        if t.user_attrs.get("baseline") == "default" and t.state == TrialState.COMPLETE
+    ]
+    assert default

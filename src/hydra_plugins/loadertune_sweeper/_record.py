@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.result import TrialResult
+from loadertune.stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
 
 from . import _fleet
@@ -370,5 +371,5 @@ RESULTS_HEADER = (
 def write_results(sweep_dir: Path, data: dict[str, Any]) -> Path:
     """Write ``optimization_results.yaml`` into the sweep directory, with what each key is."""
     path = sweep_dir / "optimization_results.yaml"
-    path.write_text(RESULTS_HEADER + OmegaConf.to_yaml(OmegaConf.create(data)))
+    write_text_atomically(path, RESULTS_HEADER + OmegaConf.to_yaml(OmegaConf.create(data)))
     return path

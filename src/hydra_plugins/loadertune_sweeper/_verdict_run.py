@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune.machine import usable_cpus
+from loadertune.stores import write_text_atomically
 
 from . import _verdict, _verdict_text
 from ._baselines import Role
@@ -133,7 +134,7 @@ class VerdictRun:
             rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
         sweep_dir = self.plan.sweep_dir
-        (sweep_dir / "verdict.md").write_text(text)
+        write_text_atomically(sweep_dir / "verdict.md", text)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         loader_file = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
@@ -172,10 +173,10 @@ def export(plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: R
     settings = asdict(effective_settings(config.loader, device))
     header = [*_export_header(plan, rec), *_verdict_text.confidence_lines(assurance)]
     text = _verdict_text.loader_yaml(settings, header)
-    (plan.sweep_dir / "best_loader.yaml").write_text(text)
+    write_text_atomically(plan.sweep_dir / "best_loader.yaml", text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
     group.mkdir(parents=True, exist_ok=True)
-    (group / "best.yaml").write_text(text)
+    write_text_atomically(group / "best.yaml", text)
     return group / "best.yaml"
 
 

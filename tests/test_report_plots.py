@@ -112,3 +112,57 @@ def test_a_verdict_without_repeats_still_draws(tmp_path: Path, measured: bool) -
             c.rounds.clear()
     out = verdict_figure(study, cands, None, tmp_path / "verdict.png")
     assert out.stat().st_size > 0
+
+
+def test_every_label_is_readable_and_the_pick_is_named_inside_its_panel() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from hydra_plugins.loadertune_sweeper._report_plots import FONTS
+
+    study, cands = recorded_study()
+    with plt.rc_context(FONTS):  # the sizes verdict_figure draws with
+        fig = draw_verdict(study, cands, GUESS)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        shown = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        assert min(t.get_fontsize() for t in shown) >= 10
+        time_panel = fig.axes[0]
+        (named,) = [t for t in time_panel.texts if "recommended" in t.get_text()]
+        inside = time_panel.get_window_extent(renderer)
+        box = named.get_window_extent(renderer)
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, (box, inside)
+        assert inside.y0 <= box.y0 and box.y1 <= inside.y1, (box, inside)
+    finally:
+        plt.close(fig)
+
+
+def test_optuna_plots_name_the_objective(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as ovm
+
+    from hydra_plugins.loadertune_sweeper import _record
+
+    names: dict[str, str] = {}
+
+    def spy(name: str) -> object:
+        def plot(study: optuna.Study, **kwargs: str) -> object:
+            names[name] = kwargs["target_name"]
+            return plt.subplots()[1]  # Optuna's own drawing is not what is tested here
+
+        return plot
+
+    plots = ("history", "param_importances", "parallel_coordinate", "slice")
+    for name in plots:
+        attr = "plot_optimization_history" if name == "history" else f"plot_{name}"
+        monkeypatch.setattr(ovm, attr, spy(name))
+    study, _ = recorded_study()
+    assert len(_record.save_plots(study, tmp_path)) == 4
+    assert names == dict.fromkeys(plots, "time per sample (ms)")

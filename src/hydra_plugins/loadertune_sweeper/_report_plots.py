@@ -29,6 +29,13 @@ PANELS = (
     ("peak_memory_mb", "peak memory, PSS of main + workers", "MB"),
     ("cpu_percent_mean", "CPU", "% of one core"),
 )
+# Sizes in points: nothing under 10, so the figure reads at a glance at its saved size.
+FONTS: dict[Any, Any] = {
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "legend.fontsize": 10,
+}
 RECOMMENDED_COLOR = "black"
 RECOMMENDED: dict[str, Any] = {"color": RECOMMENDED_COLOR, "linestyle": "--", "linewidth": 1.5}
 
@@ -50,9 +57,7 @@ def verdict_figure(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    with plt.rc_context(
-        {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 10}
-    ):
+    with plt.rc_context(FONTS):
         fig = draw_verdict(study, cands, guess, recommended)
         fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -1,0 +1,96 @@
+"""The words and lines a person reads after a sweep: the pick, its order, where to look."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from optuna.distributions import IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper import _verdict
+from hydra_plugins.loadertune_sweeper._baselines import Role
+from hydra_plugins.loadertune_sweeper._console import outcome_lines
+from hydra_plugins.loadertune_sweeper._verdict_text import ORDER, details, verdict_markdown
+from loadertune.report import WIDE, wide_console
+from loadertune.tracking import ui_hint
+
+
+def _cand(
+    workers: int, search_ms: float, repeats: list[float], roles: list[Role]
+) -> _verdict.Candidate:
+    trial = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 8)},
+        value=search_ms,
+    )
+    c = _verdict.Candidate(trial, roles)
+    c.values, c.rounds = repeats, list(range(len(repeats)))
+    c.samples_per_s = [1000 / v for v in repeats]
+    return c
+
+
+def test_no_speed_up_over_the_advice_the_pick_stands_for() -> None:
+    default = _cand(0, 1.0, [1.00, 1.01, 0.99], [Role.DEFAULT])
+    more = _cand(4, 1.0, [1.00, 1.02, 1.01], [Role.RULE_OF_THUMB])
+    rec = _verdict.recommend([default, more])
+    assert rec.chosen is default  # as fast, and cheaper
+    text = "\n".join(details(rec, [default, more]))
+    assert "speed-up over default" not in text
+    assert Role.DEFAULT in rec.speedups  # measured, and left unsaid
+
+
+def test_candidates_are_listed_in_the_search_order() -> None:
+    top2 = _cand(4, 1.1, [0.9, 0.9, 0.9], [])
+    top2.rank = 2
+    top1 = _cand(6, 1.0, [1.0, 1.0, 1.0], [])
+    top1.rank = 1
+    default = _cand(0, 2.0, [2.0, 2.1, 1.9], [Role.DEFAULT])
+    cands = [default, top2, top1]
+    rec = _verdict.recommend(cands)
+    from hydra_plugins.loadertune_sweeper._confidence import assess
+
+    text = verdict_markdown(rec, cands, assess(rec, cands, cpus=2, repeats=3))
+    assert text.index("| top 1") < text.index("| top 2") < text.index("| default")
+    assert ORDER in text
+
+
+def test_piped_output_is_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert wide_console().width == WIDE
+    monkeypatch.setenv("COLUMNS", "200")
+    assert wide_console().width == 200
+
+
+def test_the_ui_hint_opens_the_runs() -> None:
+    (line,) = ui_hint("https://mlflow.example:5000/", "3", "abc", None)
+    assert line == "MLflow: https://mlflow.example:5000/#/experiments/3/runs/abc"
+    command, url = ui_hint("sqlite:////o/mlflow.db", "1", "abc", Path("/o/mlartifacts"))
+    assert (
+        " ui --backend-store-uri sqlite:////o/mlflow.db --artifacts-destination /o/mlartifacts"
+        in command
+    )
+    assert command.endswith("--host 127.0.0.1 --port 5000 --workers 1")
+    assert url.strip() == "then open http://127.0.0.1:5000/#/experiments/1/runs"
+
+
+def test_the_last_lines_name_the_recommendation_or_say_there_is_none() -> None:
+    results = {"best_value": 1.5, "best_trial_number": 4, "best_params": {"loader.num_workers": 2}}
+    (line,) = outcome_lines({**results, "recommended": None})
+    assert "not a recommendation" in line and "trial 4" in line
+    recommended = {
+        "trial_number": 7,
+        "params": {"loader.num_workers": 3},
+        "time_per_sample_ms": 1.25,
+        "samples_per_s": 800.0,
+        "repeats": 3,
+        "confidence": "high",
+        "written_to": ["a/best_loader.yaml", "conf/loader/best.yaml"],
+    }
+    head, where = outcome_lines({**results, "recommended": recommended})
+    assert "loader.num_workers=3 (trial 7): 1.2500 ms/sample, 800 samples/s" in head
+    assert "confidence high" in head
+    assert where.startswith("written to: a/best_loader.yaml and conf/loader/best.yaml")

@@ -41,8 +41,8 @@ def train(cfg: DictConfig) -> float:
 
     from loadertune import build_dataloader
     from loadertune.config import to_run_config
-    from loadertune.loader import to_device
     from loadertune.datasets import build_dataset
+    from loadertune.loader import to_device
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
     from loadertune.tracking import flatten, tracking_uri

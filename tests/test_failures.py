@@ -270,6 +270,8 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
         ("OutOfMemoryError", "CUDA out of memory. Tried to allocate", "cuda_oom"),
         ("InfeasibleSetting", "[fd_exhausted] about 300 descriptors", "fd_exhausted"),
         ("KeyError", "'label'", "dataset_error"),
+        ("MemoryError", "Traceback ...\nMemoryError", "memory_budget"),
+        ("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried", "memory_budget"),
     ],
 )
 def test_classification_table(exc_type: str, text: str, reason: str) -> None:

@@ -218,16 +218,18 @@ def test_more_workers_than_the_machine_can_use_are_refused() -> None:
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        (["loader.batch_size=1000000000"], "loader.batch_size=1000000000"),
+        (["dataset.count=64", "loader.batch_size=1000000000"], "loader.batch_size=1000000000"),
         (["loader.num_workers=1000"], "loader.num_workers=1000"),
         (["trial.steps=1"], "trial.steps=1"),
         (["trial.host_lock=never"], "trial.host_lock=never"),
+        (["dataset=custom", "dataset._target_=builtins.object"], "not a map-style Dataset"),
+        (["dataset=custom", "dataset._target_=builtins.list"], "has no items"),
     ],
 )
 def test_absurd_single_trials_end_in_one_line_and_status_2(
     tmp_path: Path, overrides: list[str], key: str
 ) -> None:
-    proc = _trial(tmp_path, "dataset=synthetic_images", "dataset.count=64", *overrides)
+    proc = _trial(tmp_path, "model=simulated", *overrides)
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert key in proc.stderr
@@ -383,3 +385,36 @@ def test_baselines_come_back_after_a_dataset_fix(tmp_path: Path) -> None:
         if t.user_attrs.get("baseline") == "default" and t.state == TrialState.COMPLETE
     ]
     assert default
+
+
+SMALL_SHM = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /dev/shm || exit 99"]
+FEW_FDS = ["sh", "-c", "ulimit -n 100 || exit 99"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "reason"), [(SMALL_SHM, "shm_exhausted"), (FEW_FDS, "fd_exhausted")]
+)
+def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
+    tmp_path: Path, limit: list[str], reason: str
+) -> None:
+    """A 1 MB /dev/shm (private mount namespace) and 100 descriptors: refused by the
+    prediction, before any worker starts, in one line naming the reason and the fix."""
+    if limit[0] == "unshare" and (shutil.which("unshare") is None or os.geteuid() != 0):
+        pytest.skip("needs root and unshare for a private /dev/shm")
+    script = Path(sys.executable).with_name("loadertune")
+    args = [
+        str(script),
+        f"paths.output_root={tmp_path}",
+        "model=simulated",
+        "trial.steps=4",
+        "loader.num_workers=4",
+        "loader.prefetch_factor=8",
+        "tracking.enabled=false",
+    ]
+    command = [*limit[:-1], limit[-1] + '; exec "$@"', "-", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    if proc.returncode == 99:
+        pytest.skip(f"cannot set the limit here: {proc.stderr.strip()}")
+    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
+    assert f"[{reason}]" in proc.stderr
+    assert "lower loader.num_workers" in proc.stderr

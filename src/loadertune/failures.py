@@ -67,6 +67,13 @@ _RULES = [
         ),
     ),
     _Rule("cuda_oom", re.compile(r"OutOfMemoryError|CUDA out of memory")),
+    # Host memory refused to the process (ulimit -v, cgroup): a setting too large, not a bug.
+    _Rule(
+        "memory_budget",
+        re.compile(
+            r"(^|\W)MemoryError\b|Cannot allocate memory|DefaultCPUAllocator: can't allocate"
+        ),
+    ),
     _Rule(
         "unpicklable",
         re.compile(

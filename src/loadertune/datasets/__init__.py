@@ -57,5 +57,29 @@ def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> A
     if isinstance(ds, CustomDatasetConfig):
         from loadertune.imports import import_target
 
-        return import_target(ds.target)(**ds.kwargs)
+        return _map_style(import_target(ds.target)(**ds.kwargs), ds.target)
     raise TypeError(f"unknown dataset config {type(ds).__name__}")
+
+
+def _map_style(dataset: Any, target: str) -> Any:
+    """The object ``dataset._target_`` returned, if a DataLoader can index it and count it."""
+    from loadertune.errors import ConfigError
+
+    kind = type(dataset).__name__
+    if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        raise ConfigError(
+            "dataset._target_",
+            target,
+            f"returned an instance of {kind}, not a map-style Dataset (__getitem__ and __len__)",
+            "point it at a torch.utils.data.Dataset subclass or a function returning one",
+        )
+    if isinstance(dataset, str | bytes | dict) or len(dataset) == 0:
+        why = (
+            "has no items"
+            if len(dataset) == 0
+            else f"returned an instance of {kind}, not a Dataset"
+        )
+        raise ConfigError(
+            "dataset._target_", target, why, "check its arguments (+dataset.<name>=...)"
+        )
+    return dataset

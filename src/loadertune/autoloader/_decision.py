@@ -100,9 +100,16 @@ def probe_rows(tuner: Tuner) -> list[dict[str, object]]:
                 "startup_s": statistics.median(m.startup_s for m in ms),
                 "peak_rss_mb": max(m.peak_rss_mb for m in ms),
                 "failed": tuner.dropped.get(s, ""),
+                "raced": tuner.raced.get(s, ""),
             }
         )
     return out
+
+
+def _note(row: dict[str, object]) -> str:
+    if row["failed"]:
+        return f"dropped: {row['failed']}"
+    return f"raced out: {row['raced']}" if row["raced"] else ""
 
 
 def report_text(decision: Decision | None, tuner: Tuner) -> str:
@@ -119,7 +126,7 @@ def report_text(decision: Decision | None, tuner: Tuner) -> str:
         lines.append(
             f"{r['setting']:<12} {r['steps']:>5}  {r['ms_per_batch']:>8.2f}  "
             f"{r['wait_share']:>4.0%}  {r['startup_s']:>7.2f}s  {r['peak_rss_mb']:>7.0f}  "
-            f"{('dropped: ' + str(r['failed'])) if r['failed'] else ''}"
+            f"{_note(r)}"
         )
     if decision is None:
         lines.append("still tuning")

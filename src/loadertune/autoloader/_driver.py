@@ -2,8 +2,11 @@
 
 The time spent inside ``next()`` is the wait, the time between two batches the user's step;
 together, one cycle of the training loop. Each segment runs one setting for a number of
-steps; a switch closes the previous loader (its batches in flight go back to the plan) and
-starts the next, and that start-up is counted against the setting that pays it.
+steps, then stops handing it batches and delivers what it has in flight (no loaded batch is
+thrown away); its workers stay alive, idle, so its next round restarts them instead of
+forking new ones. A start-up (the first fork, or a restart) is booked to the segment that
+pays it. Only a failed probe is closed mid-flight: its undelivered batches go back to the
+plan. At settling, every pool but the chosen one is closed.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from loadertune.autoloader._decision import Decision, decide
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
+from loadertune.torch_rules import in_flight
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
@@ -45,7 +49,9 @@ class Driver:
         )
         self.on_settle = on_settle
         self.user_timeout_s = 0.0  # the DataLoader ``timeout`` the user passed
-        self.probe: Probe | None = None
+        self.probe: Probe | None = None  # the one fetched from now
+        self.pools: dict[Setting, Probe] = {}  # every probe whose workers are alive
+        self.draining = False  # the segment's steps are done: its look-ahead is delivered
         self.segment: Segment | None = None
         self.measure: Measure | None = None
         self.settled: Setting | None = None
@@ -57,14 +63,17 @@ class Driver:
         """One epoch's batches, each index exactly once, timing the loop as it runs."""
         if not resume:
             self.plan.begin_epoch()
-        if self.probe is not None and self.probe.running:
-            self.probe.end_epoch()  # the previous epoch was abandoned mid-way
+        for pool in self.pools.values():
+            pool.end_epoch()  # a previous epoch may have been abandoned mid-way
         while not self.plan.done:
             try:
                 probe = self._live_probe()
                 t0, c0 = self.clock(), time.process_time()
                 batch = probe.next()
             except StopIteration as stop:
+                if self.draining:
+                    self._end_segment()
+                    continue
                 if not self.plan.done:
                     raise RuntimeError("AutoLoader: the loader stopped mid-epoch") from stop
                 break
@@ -75,18 +84,22 @@ class Driver:
             t1, c1 = self.clock(), time.process_time()
             yield batch
             self._count(wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
-        if self.probe is not None:
-            self.probe.end_epoch()
+        if self.draining:
+            self._end_segment()
+        for pool in self.pools.values():
+            pool.end_epoch()
 
     def _live_probe(self) -> Probe:
-        """The probe to fetch from: a segment's (opened on the first fetch) or the settled one."""
+        """The probe to fetch from: the segment's (its pool reused) or the settled one."""
         if self.settled is None and self.segment is None:
             self._next_segment()
         if self.probe is None:
             setting = self.settled or self._segment_setting()
             t0 = self.clock()
-            limit = self._hang_limit()
-            self.probe = Probe(self.dataset, setting, self.plan, self.build, limit)
+            self.probe = self.pools.get(setting) or Probe(
+                self.dataset, setting, self.plan, self.build, self._hang_limit()
+            )
+            self.pools[setting] = self.probe
             self._add_startup(self.clock() - t0)
         if not self.probe.running:
             t0 = self.clock()
@@ -109,25 +122,17 @@ class Driver:
             self.measure.startup_s += seconds
 
     def _next_segment(self) -> None:
-        """Move to the tuner's next segment, or settle; switch loaders only when they differ."""
+        """Move to the tuner's next segment (its pool, if it ran before), or settle."""
         seg = self.tuner.next()
         if seg is None:
             self._settle()
             return
-        self.segment = seg
-        self.measure = Measure(seg.setting, seg.round)
+        self.segment, self.measure = seg, Measure(seg.setting, seg.round)
+        self.probe = self.pools.get(seg.setting)
         self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
-        if self.probe is not None and self.probe.setting != seg.setting:
-            t0 = self.clock()
-            self.probe.close()
-            self.probe = None
-            self.measure.startup_s += self.clock() - t0
-            self._cpu0 = tree_usage([])[0]
-        elif self.probe is not None:
-            self._since_start = 1 << 30  # the same loader runs on: nothing to skip
 
     def _count(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
-        """Book one cycle; end the segment when it has its steps."""
+        """Book one cycle; drain the probe's look-ahead, then end the segment, at its steps."""
         self._since_start += 1
         m, seg = self.measure, self.segment
         if self.settled is not None or m is None or seg is None:
@@ -135,21 +140,34 @@ class Driver:
         m.steps += 1
         m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
         m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
-        skip = max(1, min(seg.setting.num_workers, seg.steps // 2))
-        if self._since_start > skip:
+        s = seg.setting
+        if self._since_start > max(1, min(s.num_workers, seg.steps // 2)) and not self.draining:
             m.counted += 1
             m.counted_s += wait + step
             m.counted_wait_s += wait
-        if m.steps % MEMORY_CHECK_EVERY == 0 or m.steps >= seg.steps:
+        if m.steps % MEMORY_CHECK_EVERY == 0:
             self._read_usage(m)
-            if m.peak_rss_mb > self.memory_limit_mb and seg.setting.num_workers:
+            if m.peak_rss_mb > self.memory_limit_mb and s.num_workers:
                 self._drop(
                     f"memory {m.peak_rss_mb:.0f} MB over the {self.memory_limit_mb:.0f} MB limit"
                 )
                 return
-        if m.steps >= seg.steps:
-            self.tuner.done(seg, m)
-            self.segment = self.measure = None
+        lookahead = in_flight(s.num_workers, s.prefetch_factor)
+        if not self.draining and m.steps >= max(seg.steps - lookahead, seg.steps // 2):
+            if lookahead and self.probe is not None:
+                self.probe.drain()  # its batches in flight are delivered, none wasted
+                self.draining = True
+            else:
+                self._end_segment()
+
+    def _end_segment(self) -> None:
+        """Book the segment; its probe's workers stay, idle, for its next round."""
+        m, seg = self.measure, self.segment
+        assert m is not None and seg is not None
+        self._read_usage(m)
+        self.tuner.done(seg, m)
+        self.segment = self.measure = self.probe = None
+        self.draining = False
 
     def _read_usage(self, m: Measure) -> None:
         cpu, rss = tree_usage(self.probe.worker_pids() if self.probe else [])
@@ -160,7 +178,8 @@ class Driver:
         """A probe failed: close it (its batches go back to the plan) and carry on."""
         assert self.probe is not None
         self.probe.close()
-        self.probe = None
+        self.pools.pop(self.probe.setting, None)
+        self.probe, self.draining = None, False
         m, seg = self.measure, self.segment
         if self.settled is not None or m is None or seg is None:
             raise RuntimeError(f"AutoLoader: the settled loader failed: {why}")
@@ -169,15 +188,15 @@ class Driver:
         self.segment = self.measure = None
 
     def _settle(self) -> None:
-        """Keep the chosen setting for the rest of training; record the decision."""
+        """Keep the chosen setting for the rest of training, close the other pools, record."""
         import os
 
         decision = decide(self.tuner, len(os.sched_getaffinity(0)))
         self.decision, self.settled = decision, decision.chosen
-        if self.probe is not None and self.probe.setting != decision.chosen:
-            self.probe.close()
-            self.probe = None
-        elif self.probe is not None:
+        for setting in [s for s in self.pools if s != decision.chosen]:
+            self.pools.pop(setting).close()
+        self.probe = self.pools.get(decision.chosen)
+        if self.probe is not None:
             self.probe.unguard(self.user_timeout_s)
         self.on_settle(decision)
 

@@ -149,9 +149,10 @@ class PlanSampler:
         self.plan = plan
         self.handed: list[int] = []  # positions, in the order handed out
         self.delivered = 0  # how many of ``handed`` reached the training loop
+        self.open = True  # False: the probe is draining, hand out nothing more
 
     def __iter__(self) -> Iterator[list[int]]:
-        while (pos := self.plan.take()) is not None:
+        while self.open and (pos := self.plan.take()) is not None:
             self.handed.append(pos)
             yield self.plan.batches[pos]
 

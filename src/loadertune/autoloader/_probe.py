@@ -70,6 +70,7 @@ class Probe:
         Raises:
             ProbeFault: a guarded probe's workers died while starting.
         """
+        self.sampler.open = True
         try:
             with warnings.catch_warnings():  # more workers than cores is what I/O needs
                 warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -81,11 +82,22 @@ class Probe:
         if guarded and self.setting.num_workers:
             _unregister_workers(self._it)
 
+    def drain(self) -> None:
+        """Hand out no more batches: the iterator ends once those in flight are delivered."""
+        self.sampler.open = False
+
     def unguard(self, timeout_s: float) -> None:
-        """Keep this probe as the settled loader: the user's timeout from now on."""
+        """Keep this probe as the settled loader: the user's timeout, PyTorch's SIGCHLD check."""
         self.loader.timeout = timeout_s
-        if self._it is not None:
-            self._it._timeout = timeout_s  # the live iterator read it when it started
+        pool = getattr(self.loader, "_iterator", None)  # persistent workers' iterator
+        if pool is not None:
+            pool._timeout = timeout_s  # read when it started, reused by each epoch
+            if not getattr(pool, "_worker_pids_set", True):
+                from torch.utils.data._utils import signal_handling
+
+                pids = tuple(w.pid for w in pool._workers)
+                signal_handling._set_worker_pids(id(pool), pids)  # type: ignore[attr-defined]
+                pool._worker_pids_set = True
 
     @property
     def running(self) -> bool:

@@ -21,6 +21,7 @@ GUESS_STEPS = 8  # steps that load in the training process to measure load and s
 ROUNDS = 3  # interleaved rounds per candidate: the fewest a median interval needs
 MIN_SEGMENT = 8  # fewest steps a probe segment is worth its worker start-up
 MAX_CANDIDATES = 5
+RACE = 1.5  # slower than a round's fastest by this factor in every round: no more rounds
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class Setting:
         if self.pin_memory:
             parts.append("pin")
         return "_".join(parts)
+
+    def __str__(self) -> str:
+        return self.name
 
     @property
     def cost(self) -> float:
@@ -162,7 +166,8 @@ class Tuner:
     forced: list[Setting] | None = None  # candidates given by the user instead of the guess
     measures: list[Measure] = field(default_factory=list)
     queue: list[Segment] = field(default_factory=list)
-    dropped: dict[Setting, str] = field(default_factory=dict)
+    dropped: dict[Setting, str] = field(default_factory=dict)  # failed probes
+    raced: dict[Setting, str] = field(default_factory=dict)  # far slower: no more rounds
     guess: Guess | None = None
     started: bool = False
 
@@ -176,17 +181,38 @@ class Tuner:
                 self._plan_rounds(self.forced or fixed)
             else:
                 return Segment(first, min(GUESS_STEPS, self.budget))
-        while self.queue and self.queue[0].setting in self.dropped:
-            self.queue.pop(0)
+        self.queue = [
+            s for s in self.queue if s.setting not in self.dropped and s.setting not in self.raced
+        ]
+        alive = {s.setting for s in self.queue if s.round >= 0} | {
+            m.setting for m in self.measures if m.round >= 0
+        }
+        alive -= set(self.dropped) | set(self.raced)
+        if len(alive) == 1 and not any(s.round < 0 for s in self.queue):
+            self.queue = []  # one setting left in the race: nothing to compare it with
         return self.queue.pop(0) if self.queue else None
 
     def done(self, segment: Segment, measure: Measure) -> None:
         """Record a finished segment; after the guess segment, plan the rounds."""
         self.measures.append(measure)
+        if segment.round >= 0 and not any(s.round == segment.round for s in self.queue):
+            self._race()
         if self.guess is None and segment.round < 0 and not self.queue and self.forced is None:
             self.guess = self._guess(measure)
             cands = candidates(self.guess.workers, self.max_workers, self.accelerator, self.fixed)
             self._plan_rounds(cands)
+
+    def _race(self) -> None:
+        """Stop probing settings slower than the fastest by RACE in every round so far: far
+        beyond noise, they cannot be chosen, and each of their steps slows training."""
+        times = self.compared()
+        if len(times) < 2:
+            return
+        best = {r: min(t[r] for t in times.values() if r in t) for t in times.values() for r in t}
+        for setting, t in times.items():
+            worst = min(v / best[r] for r, v in t.items())
+            if worst > RACE and setting not in self.raced:
+                self.raced[setting] = f"{worst:.1f}x slower than the fastest in every round"
 
     def fail(self, segment: Segment, measure: Measure, steps_left: int) -> None:
         """Drop a probe that crashed, hung or ran out of memory; finish its steps on the last
@@ -238,6 +264,7 @@ class Tuner:
             "measures": [{**asdict(m), "setting": asdict(m.setting)} for m in self.measures],
             "queue": [{**asdict(s), "setting": asdict(s.setting)} for s in self.queue],
             "dropped": [[asdict(s), why] for s, why in self.dropped.items()],
+            "raced": [[asdict(s), why] for s, why in self.raced.items()],
             "guess": asdict(self.guess) if self.guess else None,
             "started": self.started,
         }
@@ -249,6 +276,7 @@ class Tuner:
         ]
         self.queue = [Segment(**{**s, "setting": Setting(**s["setting"])}) for s in state["queue"]]
         self.dropped = {Setting(**s): why for s, why in state["dropped"]}
+        self.raced = {Setting(**s): why for s, why in state["raced"]}
         self.guess = Guess(**state["guess"]) if state["guess"] else None
         self.started = state["started"]
 

@@ -418,3 +418,42 @@ def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
     assert f"[{reason}]" in proc.stderr
     assert "lower loader.num_workers" in proc.stderr
+
+
+@pytest.mark.slow
+def test_invalid_settings_and_a_crashed_trial_process_in_both_stores(tmp_path: Path) -> None:
+    """A batch size the dataset cannot fill (invalid_config, refused in the trial before any
+    worker) and a trial process that exits 3 with no Python error (trial_crashed)."""
+    import optuna
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="s")
+    for mode, batch in (("ok", 4), ("ok", 1000), ("exit_trial", 4)):
+        study.enqueue_trial({"+dataset.mode": mode, "loader.batch_size": batch})
+    proc = faulty_sweep(
+        tmp_path,
+        "hydra.sweeper.n_trials=3",
+        "+dataset.mode=choice(ok,exit_trial)",
+        "loader.batch_size=choice(4,1000)",
+        "loader.num_workers=0",
+    )
+    _, err = proc.communicate()
+    assert proc.returncode == ExitStatus.OK, err
+    trials = [t for t in study_at(tmp_path).trials if "+dataset.mode" in t.params][:3]
+    got = [(t.state, t.user_attrs.get("reason")) for t in trials]
+    assert got == [
+        (TrialState.COMPLETE, None),
+        (TrialState.PRUNED, "invalid_config"),
+        (TrialState.FAIL, "trial_crashed"),
+    ]
+    assert "loader.batch_size=1000" in trials[1].user_attrs["error"]
+    _, children, _ = mlflow_runs(tmp_path)
+    by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
+    statuses = [
+        (by_number[t.number].info.status, by_number[t.number].data.tags.get("reason"))
+        for t in trials
+    ]
+    assert statuses == [
+        ("FINISHED", None),
+        ("KILLED", "invalid_config"),
+        ("FAILED", "trial_crashed"),
+    ]

@@ -24,7 +24,7 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     process), corrupt (ValueError naming the index, one late item in seven), segfault, sigbus,
     sigkill_worker, hang (in a worker), leak (keeps ``leak_mb`` per item in a worker),
     unpicklable (holds a lambda: fails under spawn), kill_trial (SIGKILLs the trial's own
-    process; use with num_workers=0).
+    process; use with num_workers=0), exit_trial (the trial's process exits with status 3).
     """
 
     def __init__(
@@ -74,6 +74,8 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
                 block[::4096] = b"x" * len(block[::4096])
                 _LEAK.append(block)
                 time.sleep(0.05)  # grow at a pace a sampling guard can follow
+        if late and not in_worker and mode == "exit_trial":
+            os._exit(3)  # the trial's own process ends with an error status, no Python error
         if late and not in_worker and mode == "kill_trial":
             os.kill(os.getpid(), signal.SIGKILL)
         return torch.full((self.dim,), float(index)), index % 2

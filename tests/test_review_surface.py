@@ -70,6 +70,7 @@ def test_the_recommendation_is_the_headline(swept: ReviewedSweep, runs: Any) -> 
     assert not [k for k in [*params, *metrics] if k.startswith(("best.", "best_"))]
     (chosen,) = [c for c in children if c.data.tags.get("recommended") == "true"]
     assert chosen.data.tags["optuna.trial_number"] == str(rec["trial_number"])
+    assert chosen.data.tags["recommended.by"] == parent.info.run_id
     assert chosen.data.params["loader.num_workers"] == params["recommended.loader.num_workers"]
     assert chosen.data.metrics["verdict_time_per_sample_ms"] == pytest.approx(
         rec["time_per_sample_ms"]

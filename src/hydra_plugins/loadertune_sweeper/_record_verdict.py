@@ -115,8 +115,11 @@ def _mark_children(
         if c.samples_per_s:
             figures["verdict_samples_per_s"] = _median(c.samples_per_s)
         tags = [RunTag("verdict.role", c.name)]
-        if c is chosen:
-            tags.append(RunTag(RECOMMENDED_TAG, "true"))
+        if c is chosen:  # by this sweep: the run may sit under an earlier sweep's parent
+            tags += [
+                RunTag(RECOMMENDED_TAG, "true"),
+                RunTag("recommended.by", str(recorder.parent_id)),
+            ]
         recorder.client.log_batch(
             run_id, metrics=[Metric(k, v, now, 0) for k, v in figures.items()], tags=tags
         )

@@ -28,7 +28,14 @@ from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.failures import InfeasibleSetting
 from tests.conftest import FIXTURES
-from tests.test_failures import SLOW, _running_trial, _wait_for, faulty_sweep, processes_under
+from tests.test_failures import (
+    FAULTY,
+    SLOW,
+    _running_trial,
+    _wait_for,
+    faulty_sweep,
+    processes_under,
+)
 from tests.test_sweep import finished, mlflow_runs, study_at
 
 WORKER_TRACEBACK = """Traceback (most recent call last):
@@ -457,3 +464,88 @@ def test_invalid_settings_and_a_crashed_trial_process_in_both_stores(tmp_path: P
         ("KILLED", "invalid_config"),
         ("FAILED", "trial_crashed"),
     ]
+
+
+FAULTY_ARGS = [
+    *FAULTY,
+    "hydra.sweeper.n_trials=6",
+    "+dataset.mode=slow",
+    "+dataset.delay_s=0.02",
+    "trial.steps=20",
+    "loader.num_workers=choice(0,1)",
+]
+FILL_MID_SWEEP = r"""
+root=$1; out=$2; py=$3; shift 3
+mount -t tmpfs -o size=64m tmpfs "$root" || exit 99
+"$@" > "$out/first.out" 2> "$out/first.err" &
+pid=$!
+"$py" - "$root" <<'PY'
+import sys, time, optuna
+from optuna.trial import TrialState
+db = f"sqlite:///{sys.argv[1]}/optuna.db"
+for _ in range(600):
+    try:
+        states = [t.state for t in optuna.load_study(study_name="s", storage=db).trials]
+        if TrialState.COMPLETE in states:
+            break
+    except Exception:
+        pass
+    time.sleep(0.2)
+PY
+dd if=/dev/zero of="$root/fill" bs=1M 2>/dev/null
+wait $pid; echo $? > "$out/first.rc"
+ls -la "$root" > "$out/after_crash.ls"
+find "$root" -name '*.yaml' -size 0 > "$out/empty_files"
+rm -f "$root/fill"
+"$@" > "$out/second.out" 2> "$out/second.err"; echo $? > "$out/second.rc"
+cp "$root/optuna.db" "$root/mlflow.db" "$out/"
+"""
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_the_rerun_repairs(
+    tmp_path: Path,
+) -> None:
+    """A 64 MB tmpfs output root filled to the last byte after the first trial: one line,
+    exit status 5, no empty result file; freed and rerun, nothing is left RUNNING."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare for a private tmpfs")
+    root = tmp_path / "root"
+    root.mkdir()
+    script = Path(sys.executable).with_name("loadertune")
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    sweep = [str(script), "-m", f"paths.output_root={root}", *FAULTY_ARGS]
+    proc = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            FILL_MID_SWEEP,
+            "-",
+            str(root),
+            str(tmp_path),
+            sys.executable,
+            *sweep,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    first_err = (tmp_path / "first.err").read_text()
+    assert (tmp_path / "first.rc").read_text().strip() == str(int(ExitStatus.INFRASTRUCTURE)), (
+        first_err
+    )
+    assert "the disk is full" in first_err
+    assert len(first_err.strip().splitlines()) <= 3, first_err
+    assert (tmp_path / "empty_files").read_text().strip() == ""
+    second_err = (tmp_path / "second.err").read_text()
+    assert (tmp_path / "second.rc").read_text().strip() == "0", second_err
+    parents, children, _ = mlflow_runs(tmp_path)
+    assert all(r.info.status != "RUNNING" for r in [*parents, *children])
+    assert "FINISHED" in {p.info.status for p in parents}

@@ -168,7 +168,9 @@ class SweepRecorder:
         figures: dict[str, float] = {}
         if run_id is not None:
             metrics = self.client.get_run(run_id).data.metrics
-            figures = {k: v for k, v in metrics.items() if not k.startswith(SERIES)}
+            # A repeat is not a verdict candidate: the measurement's own figures only.
+            own = (SERIES, "verdict_")
+            figures = {k: v for k, v in metrics.items() if not k.startswith(own)}
         if not figures and value is not None:
             figures = {"time_per_sample_ms": float(value)}
         return figures

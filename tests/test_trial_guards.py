@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -120,12 +121,16 @@ def test_scanner_reports_a_sign_without_its_end_after_settling() -> None:
     assert fault is not None and fault.reason == "fd_exhausted"
 
 
+def _reads(pss: int) -> Callable[[], int]:
+    return lambda: pss
+
+
 def _grow(pacer: BudgetPacer, rss: list[int], pss_gap: int, step_s: float) -> list[int]:
     """Feed ``rss`` readings ``step_s`` apart (PSS = RSS - gap); the readings seen until stop."""
     seen = []
     for i, value in enumerate(rss):
         seen.append(value)
-        if pacer.observe(i * step_s, value, frozenset({1, 2, 3}), lambda v=value: v - pss_gap):
+        if pacer.observe(i * step_s, value, frozenset({1, 2, 3}), _reads(value - pss_gap)):
             break
     return seen
 
@@ -139,7 +144,7 @@ def test_the_pacer_stops_a_steady_leak_before_it_passes_the_budget(mb_per_s: int
     t = 0.0
     while True:
         rss = 300 * MB + int(mb_per_s * MB * t)
-        if pacer.observe(t, rss, frozenset({1, 2, 3}), lambda r=rss: r - shared):
+        if pacer.observe(t, rss, frozenset({1, 2, 3}), _reads(rss - shared)):
             break
         t += pacer.next_in + 0.005
         assert t < 60
@@ -256,3 +261,76 @@ def test_a_single_trial_past_its_memory_budget_is_stopped(tmp_path: Path) -> Non
     assert "memory budget of 600 MB" in last
     assert "trial.memory_budget_mb" in last
     assert "Traceback" not in err
+
+
+STOPPER = """
+import signal, sys, threading, time
+from loadertune.failures import TrialFailure
+from loadertune.trial_stop import TrialStopper
+
+block, hard = sys.argv[1] == "block", sys.argv[2] == "hard"
+try:
+    with TrialStopper(grace_s=0.5) as stopper:
+        if block:  # as a main thread stuck in one long C call: the handler cannot run
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        threading.Thread(target=stopper.stop, args=("memory_budget", "over", hard)).start()
+        try:
+            time.sleep(60)  # a blocking wait, as for a batch that never comes
+        except Exception:
+            pass  # code that swallows errors does not swallow the stop
+    print("measured")
+except TrialFailure as exc:
+    print(f"failed {exc.reason}")
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "status", "out", "err"),
+    [
+        (["wait", "hard"], 0, "failed memory_budget", ""),
+        (["wait", "soft"], 0, "failed memory_budget", ""),
+        (["block", "hard"], 3, "", "loadertune: error: [memory_budget] over"),
+    ],
+)
+def test_a_stop_fails_the_main_thread_or_ends_the_process(
+    how: list[str], status: int, out: str, err: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", STOPPER, *how], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == status, proc.stderr
+    assert proc.stdout.strip() == out
+    assert proc.stderr.strip().endswith(err)
+
+
+def test_a_sweep_trial_whose_worker_ran_out_of_shared_memory_is_pruned(tmp_path: Path) -> None:
+    import optuna
+    from optuna.trial import TrialState
+
+    wrap = _private_shm()
+    script = str(Path(sys.executable).with_name("loadertune"))
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    sweep = [
+        script,
+        "-m",
+        f"paths.output_root={tmp_path}",
+        "tracking.enabled=false",
+        "dataset=custom",
+        "dataset._target_=guard_data.ManyLeaves",
+        *SMALL,
+        "loader.prefetch_factor=choice(2,3)",
+        "hydra.sweeper.study_name=s",
+        "hydra.sweeper.n_trials=1",
+        "hydra.sweeper.verdict_repeats=0",
+        "hydra.sweeper.host_lock=off",
+    ]
+    proc = subprocess.run(
+        [*wrap, *sweep], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert proc.returncode == 3, proc.stderr  # nothing to recommend
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    (trial,) = optuna.load_study(study_name="s", storage=storage).trials
+    assert trial.state == TrialState.PRUNED
+    assert trial.user_attrs["reason"] == "shm_exhausted"
+    assert "unable to allocate shared memory(shm)" in trial.user_attrs["error"]

@@ -48,6 +48,7 @@ class BudgetPacer:
         self._pss_at = -float("inf")
         self._last: tuple[float, int] | None = None
         self._rates: deque[float] = deque(maxlen=RATE_WINDOW)
+        self._late: deque[float] = deque(maxlen=RATE_WINDOW)  # readings past when asked
 
     def observe(
         self, now: float, rss: int, pids: frozenset[int], read_pss: Callable[[], int]
@@ -58,12 +59,16 @@ class BudgetPacer:
             self._shared, self._pids, self._pss_at = max(rss - pss, 0), pids, now
         self.estimate = max(rss - self._shared, 0)
         if self._last is not None and now > self._last[0]:
-            self._rates.append(max(self.estimate - self._last[1], 0) / (now - self._last[0]))
+            gap = now - self._last[0]
+            self._rates.append(max(self.estimate - self._last[1], 0) / gap)
+            self._late.append(max(gap - self.next_in, 0.0))
         self._last = (now, self.estimate)
         rate = max(self._rates, default=0.0)
         self.peak = max(self.peak, self.estimate)
         self.next_in = self._interval(rate)
-        return self.estimate + rate * (self.next_in + ACT_S) > self.budget
+        # On a busy machine readings come later than asked: look as much further ahead.
+        ahead = self.next_in + max(self._late, default=0.0) + ACT_S
+        return self.estimate + rate * ahead > self.budget
 
     def _pss_due(self, now: float, pids: frozenset[int]) -> bool:
         """Read PSS when the members changed (a worker's shared pages), else now and then."""

@@ -6,7 +6,8 @@ the trial's child processes, then sends SIGINT to the main thread alone (which i
 blocking wait, where ``_thread.interrupt_main`` would only set a flag), whose handler raises.
 Whatever then unwinds the trial is turned into :class:`TrialFailure` with the guard's reason.
 If the main thread does not answer within ``grace_s`` (stuck in one long C call) the process
-prints one line and ends with :data:`EXIT_TRIAL_FAILED`.
+prints one line and ends with :data:`EXIT_TRIAL_FAILED` (for the memory budget only: a
+lost batch can wait for the loop to notice its killed workers).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from loadertune.exit_status import ExitStatus
 from loadertune.failures import TrialFailure
 
 EXIT_TRIAL_FAILED = int(ExitStatus.NO_RESULT)  # 3: the single trial failed
+UNHANDLED_S = 10.0  # a trial off the main thread notices its killed workers within 5 s
 
 
 class _Stopped(BaseException):
@@ -65,7 +67,8 @@ class TrialStopper:
     ) -> None:
         self._answered.set()
         if self._handling:
-            signal.signal(signal.SIGINT, self._previous)
+            previous = self._previous if self._previous is not None else signal.SIG_DFL
+            signal.signal(signal.SIGINT, previous)
             self._handling = False
         if self.failure is not None:
             raise self.failure from (None if isinstance(exc, _Stopped) else exc)
@@ -78,15 +81,21 @@ class TrialStopper:
             self.failure = TrialFailure(reason, message)
             return True
 
-    def stop(self, reason: str, message: str) -> None:
-        """Fail the trial with ``reason`` now: kill its children, interrupt its main thread."""
+    def stop(self, reason: str, message: str, hard: bool = False) -> None:
+        """Fail the trial with ``reason`` now: kill its children, interrupt its main thread.
+
+        ``hard``: if the trial has not answered within ``grace_s`` (its thread interrupted) or
+        ``UNHANDLED_S`` (a thread that cannot be), end the process (memory must not grow on).
+        """
         if not self.fail(reason, message):
             return
         kill_children()
         if self._handling:
             with contextlib.suppress(ProcessLookupError, OSError):
                 signal.pthread_kill(self._thread, signal.SIGINT)
-        if not self._answered.wait(self.grace_s):
+        if not hard:
+            return
+        if not self._answered.wait(self.grace_s if self._handling else UNHANDLED_S):
             print(f"loadertune: error: {self.failure}", file=sys.stderr, flush=True)
             os._exit(EXIT_TRIAL_FAILED)
 
@@ -125,7 +134,9 @@ def trial_guards(tc: TrialConfig) -> Iterator[TrialStopper]:
         with WorkerOutputWatch(lambda f: stopper.stop(f.reason, f.message())) as printed:
             if channel.current() is None:
                 budget = memory_budget_bytes(tc.memory_budget_mb)
-                with TrialMemoryWatch(budget, lambda m: stopper.stop("memory_budget", m)):
+                with TrialMemoryWatch(
+                    budget, lambda m: stopper.stop("memory_budget", m, hard=True)
+                ):
                     yield stopper
             else:
                 yield stopper

@@ -33,6 +33,7 @@ from omegaconf import DictConfig
 
 from loadertune.channel import MessageKind, TrialStatus
 from loadertune.failures import classify, classify_exit
+from loadertune.memory_watch import BudgetPacer, footprint_reader
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
@@ -50,7 +51,6 @@ class Limits:
     wall_s: float  # from start to exit
     stall_s: float  # longest silence (no step reported) before the trial counts as hung
     memory_bytes: int  # process-tree PSS budget
-    memory_hz: float = 4.0  # how often the tree is sampled against the budget
 
 
 @dataclass
@@ -143,7 +143,8 @@ class _Follower:
             if self._stopped():
                 return self.outcome
             try:
-                message = self.conn.recv() if self.conn.poll(0.05) else None
+                ready = self.conn.poll(min(0.05, self.guard.due_in()))
+                message = self.conn.recv() if ready else None
             except (EOFError, OSError):
                 break
             if message is None:
@@ -170,9 +171,9 @@ class _Follower:
         elif self.guard.over_budget():
             outcome.status, outcome.reason = TrialStatus.FAILED, "memory_budget"
             outcome.error = (
-                f"the trial's process tree reached {self.guard.peak / 2**20:.0f} MB (PSS), "
-                f"past the memory budget of {self.limits.memory_bytes / 2**20:.0f} MB, "
-                "and was stopped"
+                f"the trial's process tree reached {self.guard.peak / 2**20:.0f} MB (PSS) and "
+                "was stopped before passing the memory budget of "
+                f"{self.limits.memory_bytes / 2**20:.0f} MB (hydra.sweeper.memory_budget_mb)"
             )
             outcome.peak_memory_bytes = self.guard.peak
         else:
@@ -223,43 +224,41 @@ class _Follower:
 
 
 class _MemoryGuard:
-    """Samples the trial's process tree against the budget: a few times a second, and
-    five times as often once the tree is past half the budget, where overshoot matters.
-
-    PSS costs milliseconds of CPU a process to read, summed RSS microseconds, and summed
-    PSS never exceeds summed RSS: while the RSS is under half the budget, PSS is read only
-    once a second (for the peak), which leaves the CPUs to the trial.
+    """Samples the trial's process tree against the budget, paced by :class:`BudgetPacer`:
+    a few cheap readings a second far from the budget, up to a hundred near it, and a stop
+    as soon as the growth seen would pass the budget before the next reading.
     """
 
     def __init__(self, pid: int, limits: Limits, pids: set[int]) -> None:
         self.limit = limits.memory_bytes
-        self.every = 1.0 / limits.memory_hz
+        self.pacer = BudgetPacer(self.limit)
         self.next = time.perf_counter()
-        self.next_pss = self.next
-        self.peak = 0
         self.pids = pids  # every process of the tree seen, for the clean-up afterwards
         try:
             self.monitor: ProcessTreeMonitor | None = ProcessTreeMonitor(pid)
         except psutil.Error:
             self.monitor = None
 
+    @property
+    def peak(self) -> int:
+        """The largest footprint (PSS, estimated between readings) seen so far."""
+        return self.pacer.peak
+
+    def due_in(self) -> float:
+        """Seconds until the next reading is due (0 when it is due now)."""
+        return max(self.next - time.perf_counter(), 0.0)
+
     def over_budget(self) -> bool:
+        """Take a reading if one is due; True when the trial must stop to stay in budget."""
         now = time.perf_counter()
         if self.monitor is None or now < self.next:
             return False
-        self.next = now + self.every
-        if self.monitor.rss_bytes() <= self.limit / 2 and now < self.next_pss:
-            self.pids.update(self.monitor.pids)
-            return False
-        self.next_pss = now + 1.0
-        sample = self.monitor.sample()
-        if sample is None or sample.memory_bytes is None:
-            return False
-        self.peak = max(self.peak, sample.memory_bytes)
-        self.pids.update(self.monitor.pids)
-        if sample.memory_bytes > self.limit / 2:
-            self.next = time.perf_counter() + self.every / 5
-        return sample.memory_bytes > self.limit
+        rss = self.monitor.rss_bytes()
+        members = frozenset(self.monitor.pids)
+        self.pids.update(members)
+        over = self.pacer.observe(now, rss, members, footprint_reader(self.monitor))
+        self.next = now + self.pacer.next_in
+        return over
 
 
 def _kill_group(proc: Any) -> None:

@@ -141,7 +141,7 @@ class Driver:
         m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
         m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
         s = seg.setting
-        if self._since_start > max(1, min(s.num_workers, seg.steps // 2)) and not self.draining:
+        if self._steady(s.num_workers):
             m.counted += 1
             m.counted_s += wait + step
             m.counted_wait_s += wait
@@ -153,12 +153,23 @@ class Driver:
                 )
                 return
         lookahead = in_flight(s.num_workers, s.prefetch_factor)
-        if not self.draining and m.steps >= max(seg.steps - lookahead, seg.steps // 2):
+        if not self.draining and m.steps >= max(seg.steps - lookahead, s.num_workers + 2):
             if lookahead and self.probe is not None:
                 self.probe.drain()  # its batches in flight are delivered, none wasted
                 self.draining = True
             else:
                 self._end_segment()
+
+    def _steady(self, workers: int) -> bool:
+        """Whether the cycle just booked shows the setting's steady pace: past the burst of
+        the workers' first batches (which loaded together while they started) and, while
+        draining, with a batch still in flight for every worker."""
+        if self._since_start <= max(workers, 1):
+            return False
+        outstanding = (
+            len(self.probe.sampler.handed) - self.probe.sampler.delivered if self.probe else 0
+        )
+        return not self.draining or outstanding >= workers
 
     def _end_segment(self) -> None:
         """Book the segment; its probe's workers stay, idle, for its next round."""

@@ -16,12 +16,17 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from loadertune.torch_rules import in_flight
+
 NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
 GUESS_STEPS = 8  # steps that load in the training process to measure load and step time
-ROUNDS = 3  # interleaved rounds per candidate: the fewest a median interval needs
+ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs; settings
+# still in the race after them get more rounds while the budget lasts
 MIN_SEGMENT = 8  # fewest steps a probe segment is worth its worker start-up
 MAX_CANDIDATES = 5
 RACE = 1.5  # slower than a round's fastest by this factor in every round: no more rounds
+BENCH = 3.0  # the default, measured first, predicted this much slower than the guess: not
+# probed again unless the first round's fastest fails to beat it by RACE
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ class Guess:
     load_cpu: float  # cores loading kept busy while it ran (1: decoding, 0: waiting on reads)
     step_cpu: float  # cores the step kept busy
     bound: str  # what set it
+    cpus: int = 1
 
 
 def guess_workers(
@@ -84,12 +90,28 @@ def guess_workers(
     step = max(step_ms, 1e-3)
     floor = (load_ms * load_cpu + step_ms * step_cpu) / max(cpus, 1)
     if load_ms <= NEAR * step:
-        return Guess(0, load_ms, step_ms, load_cpu, step_cpu, "loading is negligible")
+        return Guess(0, load_ms, step_ms, load_cpu, step_cpu, "loading is negligible", cpus)
     workers = max(1, math.ceil(load_ms / (max(step, floor) * (1 + NEAR))))
     bound = "cpus" if floor > step else "hides loading"
     if workers > cap:
         workers, bound = cap, "max_workers"
-    return Guess(workers, load_ms, step_ms, load_cpu, step_cpu, bound)
+    return Guess(workers, load_ms, step_ms, load_cpu, step_cpu, bound, cpus)
+
+
+def predicted_ms(g: Guess) -> float:
+    """The time per batch the guess predicts for its number of workers."""
+    floor = (g.load_ms * g.load_cpu + g.step_ms * g.step_cpu) / max(g.cpus, 1)
+    if g.workers == 0:
+        return g.load_ms + g.step_ms
+    return max(g.step_ms, g.load_ms / g.workers, floor)
+
+
+def segment_length(s: Setting) -> int:
+    """Steps a segment needs to show a setting's steady pace: its workers' first burst, its
+    look-ahead drained at the end, and MIN_SEGMENT / 2 steady steps between."""
+    return max(
+        MIN_SEGMENT, in_flight(s.num_workers, s.prefetch_factor) + s.num_workers + MIN_SEGMENT // 2
+    )
 
 
 def candidates(guess: int, cap: int, accelerator: bool, fixed: dict[str, Any]) -> list[Setting]:
@@ -170,26 +192,24 @@ class Tuner:
     raced: dict[Setting, str] = field(default_factory=dict)  # far slower: no more rounds
     guess: Guess | None = None
     started: bool = False
+    cands: list[Setting] = field(default_factory=list)  # compared in rounds
+    benched: dict[Setting, float] = field(default_factory=dict)  # left out by the guess: s/batch
+    extra_steps: int = 0  # added to every segment's length when the budget allows
+    next_round: int = 0
 
     def next(self) -> Segment | None:
         """The next segment to run, or None when tuning is over."""
         if not self.started:
             self.started = True
             first = Setting().fixed(self.fixed)
-            if self.forced is not None or first.num_workers:
-                fixed = candidates(0, self.max_workers, self.accelerator, self.fixed)
-                self._plan_rounds(self.forced or fixed)
-            else:
+            if self.forced is None and not first.num_workers:
                 return Segment(first, min(GUESS_STEPS, self.budget))
-        self.queue = [
-            s for s in self.queue if s.setting not in self.dropped and s.setting not in self.raced
-        ]
-        alive = {s.setting for s in self.queue if s.round >= 0} | {
-            m.setting for m in self.measures if m.round >= 0
-        }
-        alive -= set(self.dropped) | set(self.raced)
-        if len(alive) == 1 and not any(s.round < 0 for s in self.queue):
-            self.queue = []  # one setting left in the race: nothing to compare it with
+            fixed = candidates(0, self.max_workers, self.accelerator, self.fixed)
+            self._plan(self.forced or fixed)
+        out = (set(self.dropped) | set(self.raced)).__contains__
+        self.queue = [s for s in self.queue if s.round < 0 or not out(s.setting)]
+        if not self.queue:
+            self._next_round()
         return self.queue.pop(0) if self.queue else None
 
     def done(self, segment: Segment, measure: Measure) -> None:
@@ -197,10 +217,24 @@ class Tuner:
         self.measures.append(measure)
         if segment.round >= 0 and not any(s.round == segment.round for s in self.queue):
             self._race()
-        if self.guess is None and segment.round < 0 and not self.queue and self.forced is None:
+        if self.guess is None and segment.round < 0 and not self.cands and self.forced is None:
             self.guess = self._guess(measure)
             cands = candidates(self.guess.workers, self.max_workers, self.accelerator, self.fixed)
-            self._plan_rounds(cands)
+            self._plan(self._bench_default(cands, measure))
+
+    def _bench_default(self, cands: list[Setting], first: Measure) -> list[Setting]:
+        """Leave out the default when the first steps, which ran it, make it far slower than
+        the guess predicts; the first round of the others confirms or recalls it."""
+        default = first.setting
+        predicted = predicted_ms(self.guess) if self.guess else 0.0
+        if default not in cands or predicted <= 0:
+            return cands
+        slower = first.per_batch_s * 1000 / predicted
+        if slower < BENCH:
+            return cands
+        self.benched = {default: first.per_batch_s}
+        self.raced[default] = f"measured first, predicted {slower:.0f}x slower than the guess"
+        return [c for c in cands if c != default]
 
     def _race(self) -> None:
         """Stop probing settings slower than the fastest by RACE in every round so far: far
@@ -213,6 +247,10 @@ class Tuner:
             worst = min(v / best[r] for r, v in t.items())
             if worst > RACE and setting not in self.raced:
                 self.raced[setting] = f"{worst:.1f}x slower than the fastest in every round"
+        for setting, first in list(self.benched.items()):
+            if min(best.values()) * RACE > first:  # the prediction was wrong: probe it too
+                del self.raced[setting], self.benched[setting]
+                self.cands.append(setting)
 
     def fail(self, segment: Segment, measure: Measure, steps_left: int) -> None:
         """Drop a probe that crashed, hung or ran out of memory; finish its steps on the last
@@ -236,19 +274,33 @@ class Tuner:
             load * 1000, step * 1000, load_cpu, step_cpu, self.cpus, self.max_workers
         )
 
-    def _plan_rounds(self, cands: list[Setting]) -> None:
-        """Interleaved rounds over as many candidates as the budget gives MIN_SEGMENT steps."""
-        spent = sum(m.steps for m in self.measures)
-        left = self.budget - spent
-        k = max(1, min(len(cands), MAX_CANDIDATES, left // (ROUNDS * MIN_SEGMENT)))
-        cands = cands[:k]
-        if len(cands) < 2:
+    @property
+    def spent(self) -> int:
+        """Training steps the tuning has used so far."""
+        return sum(m.steps for m in self.measures)
+
+    def _plan(self, cands: list[Setting]) -> None:
+        """Keep the most telling candidates the budget gives ROUNDS rounds of segments long
+        enough to show each one's steady pace; spread what is left over their segments."""
+        left = self.budget - self.spent
+        k = min(len(cands), MAX_CANDIDATES)
+        while k > 2 and ROUNDS * sum(segment_length(c) for c in cands[:k]) > left:
+            k -= 1
+        self.cands = cands[:k]
+        used = ROUNDS * sum(segment_length(c) for c in self.cands)
+        self.extra_steps = max(0, (left - used) // (ROUNDS * max(k, 1)))
+
+    def _next_round(self) -> None:
+        """Queue one more round over the settings still in the race, in a rotated order so
+        drift and the previous setting hit each alike, while the budget has room for it."""
+        alive = [c for c in self.cands if c not in self.dropped and c not in self.raced]
+        steps = {c: segment_length(c) + self.extra_steps for c in alive}
+        if len(alive) < 2 or self.budget - self.spent < sum(steps.values()):
             return
-        steps = left // (ROUNDS * len(cands))
-        for r in range(ROUNDS):
-            turn = r % len(cands)
-            order = cands[turn:] + cands[:turn]
-            self.queue += [Segment(s, steps, r) for s in order]
+        turn = self.next_round % len(alive)
+        order = alive[turn:] + alive[:turn]
+        self.queue += [Segment(c, steps[c], self.next_round) for c in order]
+        self.next_round += 1
 
     def compared(self) -> dict[Setting, dict[int, float]]:
         """Each compared setting's time per batch by round (dropped settings left out)."""
@@ -267,6 +319,10 @@ class Tuner:
             "raced": [[asdict(s), why] for s, why in self.raced.items()],
             "guess": asdict(self.guess) if self.guess else None,
             "started": self.started,
+            "cands": [asdict(c) for c in self.cands],
+            "benched": [[asdict(c), t] for c, t in self.benched.items()],
+            "extra_steps": self.extra_steps,
+            "next_round": self.next_round,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -279,6 +335,9 @@ class Tuner:
         self.raced = {Setting(**s): why for s, why in state["raced"]}
         self.guess = Guess(**state["guess"]) if state["guess"] else None
         self.started = state["started"]
+        self.cands = [Setting(**c) for c in state["cands"]]
+        self.benched = {Setting(**c): t for c, t in state["benched"]}
+        self.extra_steps, self.next_round = state["extra_steps"], state["next_round"]
 
 
 def median_or(values: list[float], default: float = 0.0) -> float:

@@ -17,12 +17,7 @@ def tuner_state(tuner: Tuner, current: Segment | None) -> dict[str, Any]:
     """The tuner's state, as if the segment in progress had not started."""
     state = tuner.state()
     if current is not None:
-        if (
-            current.round < 0
-            and tuner.guess is None
-            and tuner.forced is None
-            and not state["queue"]
-        ):
+        if current.round < 0 and tuner.guess is None and tuner.forced is None and not tuner.cands:
             state["started"] = False  # the guess segment: measure it again
         else:
             state["queue"].insert(0, {**asdict(current), "setting": asdict(current.setting)})

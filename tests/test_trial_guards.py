@@ -166,6 +166,25 @@ def test_a_new_worker_sharing_the_parents_pages_is_no_leak() -> None:
     assert not pacer.observe(0.10, 600 * MB, frozenset({1, 2}), lambda: 310 * MB)
 
 
+def test_inside_the_trial_pss_is_not_read_far_from_the_budget() -> None:
+    reads: list[int] = []
+
+    def read_pss(value: int) -> Callable[[], int]:
+        def read() -> int:
+            reads.append(value)
+            return value
+
+        return read
+
+    pacer = BudgetPacer(800 * MB, pss_far_s=None)
+    for i in range(20):  # summed RSS, an upper bound of PSS, stays under half the budget
+        pacer.observe(i * 0.25, 390 * MB, frozenset({1, i}), read_pss(0))
+    assert reads == []
+    pacer.observe(5.0, 500 * MB, frozenset({1, 2}), read_pss(300 * MB))
+    assert reads == [300 * MB]
+    assert pacer.estimate == 300 * MB
+
+
 def test_the_pacer_samples_faster_near_the_budget() -> None:
     pacer = BudgetPacer(1000 * MB)
     pacer.observe(0.0, 100 * MB, frozenset({1}), lambda: 100 * MB)

@@ -38,8 +38,9 @@ class BudgetPacer:
     the tree's PSS when it needs one. ``next_in`` says when to call it again.
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, pss_far_s: float | None = PSS_FAR_S) -> None:
         self.budget = budget
+        self.pss_far_s = pss_far_s  # None: no PSS while summed RSS (>= PSS) is under half
         self.peak = 0  # the largest footprint seen (PSS, or RSS once over the budget)
         self.estimate = 0
         self.next_in = 0.0
@@ -54,7 +55,7 @@ class BudgetPacer:
         self, now: float, rss: int, pids: frozenset[int], read_pss: Callable[[], int]
     ) -> bool:
         """Take in one reading; True when the tree must stop now."""
-        if self._pss_due(now, pids):
+        if self._pss_due(now, rss, pids):
             pss = read_pss()
             self._shared, self._pids, self._pss_at = max(rss - pss, 0), pids, now
         self.estimate = max(rss - self._shared, 0)
@@ -70,12 +71,14 @@ class BudgetPacer:
         ahead = self.next_in + max(self._late, default=0.0) + ACT_S
         return self.estimate + rate * ahead > self.budget
 
-    def _pss_due(self, now: float, pids: frozenset[int]) -> bool:
+    def _pss_due(self, now: float, rss: int, pids: frozenset[int]) -> bool:
         """Read PSS when the members changed (a worker's shared pages), else now and then."""
+        if rss <= self.budget / 2 and self.pss_far_s is None:
+            return False  # PSS <= RSS: far from the budget whatever PSS is
         if pids != self._pids:
             return True
-        every = PSS_NEAR_S if self.estimate > self.budget / 2 else PSS_FAR_S
-        return now - self._pss_at >= every
+        near = self.estimate > self.budget / 2
+        return now - self._pss_at >= (PSS_NEAR_S if near else (self.pss_far_s or PSS_NEAR_S))
 
     def _interval(self, rate: float) -> float:
         """Sooner the closer the budget is, in time at the current growth and in bytes."""
@@ -113,7 +116,7 @@ class TrialMemoryWatch:
     """
 
     def __init__(self, budget: int, on_over: Callable[[str], None]) -> None:
-        self.pacer = BudgetPacer(budget)
+        self.pacer = BudgetPacer(budget, pss_far_s=None)  # no PSS far from it: costly here
         self.on_over = on_over
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loadertune-memory", daemon=True)

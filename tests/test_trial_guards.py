@@ -8,6 +8,7 @@ pattern reader and the budget's pacing are tested on recorded output and reading
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -202,7 +203,12 @@ def test_a_memory_budget_must_be_positive(compose: object) -> None:
         validate(to_run_config(cfg))
 
 
-def _loadertune(out: Path, *overrides: str, wrap: list[str] | None = None) -> tuple[int, str]:
+def _loadertune(
+    out: Path,
+    *overrides: str,
+    wrap: list[str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> tuple[int, str]:
     """Run one trial of the CLI in a subprocess (under ``wrap``); its status and stderr."""
     script = str(Path(sys.executable).with_name("loadertune"))
     lock = (
@@ -212,7 +218,13 @@ def _loadertune(out: Path, *overrides: str, wrap: list[str] | None = None) -> tu
     env.pop("MLFLOW_TRACKING_URI", None)
     args = [script, f"paths.output_root={out}", "tracking.enabled=false", *lock, *overrides]
     proc = subprocess.run(
-        [*(wrap or []), *args], capture_output=True, text=True, env=env, cwd=out, timeout=120
+        [*(wrap or []), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        timeout=120,
+        preexec_fn=preexec,
     )
     return proc.returncode, proc.stderr
 
@@ -261,6 +273,32 @@ def test_a_worker_out_of_shared_memory_fails_the_trial(tmp_path: Path) -> None:
     assert "/dev/shm" in last  # the fix
     assert "unable to allocate shared memory(shm)" in err  # what the worker printed
     assert "Traceback" not in err.split("what it printed:")[-1].split("loadertune: error")[-1]
+
+
+def _open_files_limit(n: int) -> Callable[[], None]:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return lower
+
+
+def test_a_worker_out_of_file_descriptors_fails_the_trial(tmp_path: Path) -> None:
+    # One batch in flight: the pre-start estimate (64 + 8 + 302 descriptors) fits under 400,
+    # but the worker's feeder thread needs two descriptors a tensor while it sends them.
+    status, err = _loadertune(
+        tmp_path,
+        "dataset=custom",
+        "dataset._target_=guard_data.ManyLeaves",
+        *SMALL,
+        "loader.num_workers=1",
+        "loader.prefetch_factor=1",
+        preexec=_open_files_limit(400),
+    )
+    last = err.strip().splitlines()[-1]
+    assert status == 3, err
+    assert "trial failed (fd_exhausted)" in last
+    assert "ulimit -n" in last
+    assert "Too many open files" in err.split("what it printed:")[-1]
 
 
 def test_a_single_trial_past_its_memory_budget_is_stopped(tmp_path: Path) -> None:

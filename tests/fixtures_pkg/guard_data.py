@@ -3,8 +3,9 @@
 Each item is ``(vector, label, [width floats])``. PyTorch's collate turns the list into
 ``width`` small tensors that are *not* created in shared memory; the worker's queue feeder
 thread moves each into a ``/dev/shm`` file of its own (a page at least) as it sends the batch.
-On a small ``/dev/shm`` that fails in the feeder thread, which prints the error and drops the
-batch: the fault the trial's worker-output guard must catch.
+On a small ``/dev/shm``, or under a low ``RLIMIT_NOFILE`` (each file is sent as a descriptor),
+that fails in the feeder thread, which prints the error and drops the batch: the faults the
+trial's worker-output guard must catch.
 """
 
 from __future__ import annotations

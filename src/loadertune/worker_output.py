@@ -174,7 +174,10 @@ class WorkerOutputWatch:
 
     def __enter__(self) -> WorkerOutputWatch:
         _flush(sys.stderr)
-        self._saved = os.dup(2)
+        try:
+            self._saved = os.dup(2)
+        except OSError:  # no fd 2 at all (a daemon, some notebooks): nothing to read
+            return self
         self._read, write = os.pipe()
         os.dup2(write, 2)
         os.close(write)
@@ -194,6 +197,8 @@ class WorkerOutputWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._saved < 0:
+            return
         terminal = sys.stderr
         if self._python_stderr is not None and terminal is not self._python_stderr:
             _flush(terminal)

@@ -136,7 +136,9 @@ class Probe:
         return None
 
     def worker_pids(self) -> list[int]:
-        return [w.pid for w in getattr(self._it, "_workers", []) if w.pid is not None]
+        """The workers' pids, running or idle between rounds (persistent workers)."""
+        it = self._it or getattr(self.loader, "_iterator", None)
+        return [w.pid for w in getattr(it, "_workers", []) if w.pid is not None and w.is_alive()]
 
     def close(self) -> None:
         """Stop the workers and give undelivered batches back to the plan."""

@@ -214,10 +214,13 @@ def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> 
     proc = sweep(tmp_path, *NAMED, "hydra.sweeper.n_trials=1")
     assert proc.returncode == 0, proc.stderr
     assert "left RUNNING" in proc.stdout
-    orphan, new = study_at(tmp_path).trials
+    # The dead sweep's study lacks its baselines: they are queued again, the default first.
+    orphan, new, *waiting = study_at(tmp_path).trials
     assert orphan.state == TrialState.FAIL
     assert orphan.user_attrs["reason"] == "interrupted"
     assert new.state == TrialState.COMPLETE
+    assert new.user_attrs["baseline"] == "default"
+    assert all(t.state == TrialState.WAITING for t in waiting)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +229,8 @@ def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> 
         ("hydra.sweeper.n_jobs=2", "hydra.sweeper.n_jobs=2: would run trials at the same time"),
         ("loader.batch_size=0", "loader.batch_size=0: must be a positive integer"),
         ("hydra.sweeper.params.loader.num_workers=glob(*)", "loader.num_workers=glob(*)"),
-        ("hydra.sweeper.n_trials=-1", "hydra.sweeper.n_trials=-1: must be an integer >= 0"),
+        ("hydra.sweeper.n_trials=-1", "hydra.sweeper.n_trials=-1: must be an integer >= 1"),
+        ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials=0: must be an integer >= 1"),
         ("hydra.sweeper.n_trials=many", "hydra.sweeper.n_trials=many: must be an integer"),
         ("hydra.sweeper.max_trials_total=-2", "hydra.sweeper.max_trials_total=-2"),
         ("hydra.sweeper.n_jobs=0", "hydra.sweeper.n_jobs=0: must be an integer >= 1"),
@@ -241,14 +245,16 @@ def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> 
             "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none",
             "hydra.sweeper.storage=postgresql://nobody@127.0.0.1:1/none: cannot open",
         ),
-        ("trial.steps=0", "trial.steps=0: must be >= 1"),
+        ("trial.steps=1", "trial.steps=1: must be >= 2"),
+        ("hydra.sweeper.host_lock=maybe", "hydra.sweeper.host_lock=maybe: is not a host lock"),
     ],
 )
 def test_bad_sweep_input_is_one_line_before_any_trial(
     tmp_path: Path, override: str, message: str
 ) -> None:
     proc = sweep(tmp_path, *NAMED, override)
-    assert proc.returncode == 2
+    # A store that cannot open is an infrastructure failure (5), the rest bad input (2).
+    assert proc.returncode == (5 if "cannot open" in message else 2)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"loadertune: error: {message}")

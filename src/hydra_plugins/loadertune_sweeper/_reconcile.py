@@ -79,12 +79,15 @@ def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
 
 def queue_baselines(study: optuna.Study, space: dict[str, Any], sampler: Any) -> list[Role]:
     """The baselines at the front of a new study, or those a resumed one lacks (queued
-    again); a grid measures every point anyway. The roles queued again."""
+    again); a grid measures every point anyway, and a new study whose trials the user queued
+    runs those. The roles queued again."""
     if _optuna_private.is_exhaustive(sampler):
         return []
     if not study.trials:
         _baselines.enqueue_initial(study, space, usable_cpus())
         return []
+    if not any(t.state.is_finished() for t in study.get_trials(deepcopy=False)):
+        return []  # trials the user queued into a new study: theirs to choose
     return _baselines.enqueue_missing(study, space, usable_cpus())
 
 

@@ -45,12 +45,23 @@ def run_from_hydra(cfg: DictConfig) -> float:
     config, result = _measure_here(cfg)
     print_summary(config, result)
     if config.tracking.enabled:
-        from loadertune.tracking import log_trial, mlflow_run
+        from loadertune.tracking import (
+            artifact_root,
+            log_trial,
+            mlflow_run,
+            tracking_uri,
+            ui_hint,
+        )
 
         resolved = OmegaConf.to_yaml(cfg, resolve=True)
-        with mlflow_run(config.tracking, config.paths.output_root) as run:
+        out = config.paths.output_root
+        with mlflow_run(config.tracking, out) as run:
             log_trial(run.info.run_id, config, result, resolved)
         print(f"MLflow run {run.info.run_id} in experiment '{config.tracking.experiment}'")
+        uri = tracking_uri(config.tracking, out)
+        artifacts = artifact_root(config.tracking, out)
+        for line in ui_hint(uri, run.info.experiment_id, run.info.run_id, artifacts):
+            print(line)
     return result.objective
 
 

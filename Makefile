@@ -2,9 +2,12 @@
 # and runs the tests. Both create .venv on first use.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build of torch: a bare `torch` requirement would pull a multi-GB CUDA build. Set
-# TORCH=torch (or a CUDA wheel spec) on a GPU machine.
+# The torch to install when .venv has none. Where pip would fetch the multi-GB CUDA build on a
+# machine without a GPU, point TORCH_INDEX at PyTorch's CPU-only wheels:
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# On a GPU machine, TORCH=torch (or a CUDA wheel spec).
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: setup run trial test lint format clean
 
@@ -13,9 +16,10 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
+	@echo "set up: run 'source $(VENV)/bin/activate' to put loadertune on PATH (or call $(VENV)/bin/loadertune)"
 
 run: setup  ## the main job on the embedded defaults: the default sweep
 	$(VENV)/bin/loadertune -m

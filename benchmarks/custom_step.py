@@ -36,6 +36,8 @@ from typing import Any
 from _common import ROOT
 from search_efficiency import NOISE_FLOOR, loader_overrides, remeasure, run, spread, study_of
 
+from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
+
 EXAMPLES = ROOT / "examples"
 
 
@@ -78,7 +80,10 @@ def compare(out: Path, base: list[str], top: int, repeats: int) -> dict[str, Any
     study_s = run(out, "study", base)
     rec = OmegaConf.load(out / "study" / "best_loader.yaml")
     settings = {f"grid w={w}": loader_overrides(w, None) for w in range(top + 1)}
-    recommended = loader_overrides(int(rec.num_workers), rec.prefetch_factor)
+    # PyTorch's default prefetch_factor is 2: the grid's points have it, so a recommendation
+    # with 2 is that grid point and is measured once, as that point.
+    prefetch = None if rec.prefetch_factor == DEFAULT_PREFETCH_FACTOR else rec.prefetch_factor
+    recommended = loader_overrides(int(rec.num_workers), prefetch)
     rec_name = next((n for n, extra in settings.items() if extra == recommended), "recommended")
     settings.setdefault(rec_name, recommended)
     values = remeasure(out, base, settings, repeats)

@@ -221,3 +221,11 @@ def test_pin_memory_is_probed_on_cuda() -> None:
     assert seen == list(range(64))
     assert {m.setting.pin_memory for m in auto._tuner.measures} >= {True}
     assert isinstance(auto.settings["pin_memory"], bool)
+
+
+def test_an_abandoned_epoch_starts_the_next_afresh() -> None:
+    """Breaking out of an epoch (as with a plain DataLoader) starts a new, whole epoch."""
+    auto = AutoLoader(Numbers(40), batch_size=2, tune_steps=48, candidates=[W1, W0])
+    assert len(epochs(auto, 1, stop_after=5)[0]) == 5
+    for batches in epochs(auto, 3):
+        assert flat(batches) == list(range(40))

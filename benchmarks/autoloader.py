@@ -103,7 +103,8 @@ def time_per_batch(ds: Dataset[Any], cfg: dict[str, Any], steps: int, step_s: fl
         next(it)
         time.sleep(step_s)
     elapsed = time.perf_counter() - start
-    del it, loader
+    if hasattr(it, "_shutdown_workers"):  # now, not in a later worker's copy (fork) at GC
+        it._shutdown_workers()
     return elapsed / steps
 
 
@@ -139,7 +140,9 @@ def wall_runs(ds: Dataset[Any], w: Workload, best: int, args: argparse.Namespace
             wall, seen = train(loader, 3, w.step_ms / 1000)
             assert sorted(seen) == sorted(list(range(len(ds))) * 3), name  # exactly once
             walls[name].append(wall)
-            del loader
+            pool = getattr(loader, "_iterator", None)  # a fixed loader's persistent workers
+            if pool is not None:
+                pool._shutdown_workers()
     return {"walls": walls, "auto": picks[-1]}
 
 

@@ -140,9 +140,10 @@ def wall_runs(ds: Dataset[Any], w: Workload, best: int, args: argparse.Namespace
             wall, seen = train(loader, 3, w.step_ms / 1000)
             assert sorted(seen) == sorted(list(range(len(ds))) * 3), name  # exactly once
             walls[name].append(wall)
-            pool = getattr(loader, "_iterator", None)  # a fixed loader's persistent workers
-            if pool is not None:
-                pool._shutdown_workers()
+            if isinstance(loader, AutoLoader):
+                loader.close()
+            elif getattr(loader, "_iterator", None) is not None:  # persistent workers
+                loader._iterator._shutdown_workers()
     return {"walls": walls, "auto": picks[-1]}
 
 

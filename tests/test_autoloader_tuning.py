@@ -108,6 +108,15 @@ def test_a_benched_default_is_recalled_when_workers_do_not_help() -> None:
     assert decide(tuner, 2).chosen.name == "w0"
 
 
+def test_the_range_widens_when_the_most_workers_win() -> None:
+    """More workers keep helping beyond the guess (say, other work shares the CPUs)."""
+    tuner = Tuner(budget=200, cpus=2, max_workers=16)
+    segments = run(tuner, lambda s, drift: 0.020 / max(s.num_workers, 1) * drift)
+    assert ("w16", 1) in [(s.setting.name, s.round) for s in segments]
+    assert decide(tuner, 2).chosen.name == "w16"
+    assert sum(s.steps for s in segments) <= 200
+
+
 def test_a_gap_within_noise_goes_to_the_cheaper_setting() -> None:
     times = {"w2": {0: 1.02, 1: 1.30 * 1.02, 2: 0.8 * 1.02}, "w4": {0: 1.0, 1: 1.3, 2: 0.8}}
     choice = recommend(times, {"w2": 2.0, "w4": 4.0})

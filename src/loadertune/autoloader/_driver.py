@@ -181,6 +181,7 @@ class Driver:
         self.draining = False
 
     def _read_usage(self, m: Measure) -> None:
+        """The process tree's CPU time since the segment began, and its peak memory."""
         cpu, rss = tree_usage(self.probe.worker_pids() if self.probe else [])
         m.tree_cpu_s = cpu - self._cpu0
         m.peak_rss_mb = max(m.peak_rss_mb, rss)
@@ -210,6 +211,12 @@ class Driver:
         if self.probe is not None:
             self.probe.unguard(self.user_timeout_s)
         self.on_settle(decision)
+
+    def close(self) -> None:
+        """Stop every pool's workers; undelivered batches go back to the plan."""
+        for pool in self.pools.values():
+            pool.close()
+        self.pools, self.probe, self.draining = {}, None, False
 
     def resume_settled(self, setting: Setting, decision: Decision | None) -> None:
         """After a checkpoint: no tuning, the saved choice from the first batch."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,32 +89,29 @@ class AutoLoader:
         self._template = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **kwargs)
         if self._template.batch_sampler is None:
             raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
-        self.batch_size = batch_size if batch_size is not None else 0
+        self.batch_size = None if "batch_sampler" in kwargs else batch_size
         self.shuffle, self.drop_last = bool(shuffle), self._template.drop_last
         self.device, self.export, self.track = device, export, track
         self.generator = kwargs.get("generator")
         self._plan = IndexPlan(self._template.batch_sampler, self.generator)
-        cpus = len(os.sched_getaffinity(0))
-        accelerator = device_of(device) and "pin_memory" not in self.fixed
-        forced = [Setting(**c).fixed(self.fixed) for c in candidates] if candidates else None
-        self._tuner = Tuner(
-            budget=tune_steps,
-            cpus=cpus,
-            max_workers=max_workers or min(8 * cpus, 64),
-            accelerator=accelerator,
-            fixed=self.fixed,
-            forced=forced,
-        )
+        self._tuner = _tuner(tune_steps, max_workers, device, self.fixed, candidates)
         limit = memory_limit_mb or _default_memory_limit()
+        me = weakref.ref(self)  # no cycle: dropped, it stops its workers as a DataLoader does
         self._driver = Driver(
-            dataset, self._plan, self._tuner, self._build, clock, probe_timeout_s, limit,
-            self._on_settle,
+            dataset, self._plan, self._tuner,
+            lambda s, sampler, t: _alive(me)._build(s, sampler, t),
+            clock, probe_timeout_s, limit,
+            lambda decision: _alive(me)._on_settle(decision),
         )  # fmt: skip
         self._driver.user_timeout_s = self._timeout
         if tune_steps <= 0:
             self._driver.resume_settled(Setting().fixed(self.fixed), None)
         self._resume = False
         self.run_id: str | None = None
+
+    def close(self) -> None:
+        """Stop every worker now (probes and the chosen loader); iterating starts them again."""
+        self._driver.close()
 
     def __len__(self) -> int:
         return len(self._template)
@@ -128,7 +126,7 @@ class AutoLoader:
 
         from loadertune.loader import build_dataloader
 
-        cfg = loader_settings(setting, self.batch_size or 1, False, self.drop_last, self._context)
+        cfg = loader_settings(setting, self.batch_size, False, self.drop_last, self._context)
         seed = torch.Generator().manual_seed(self._plan.base_seed)  # the workers' seeds
         with warnings.catch_warnings():  # more workers than cores is what I/O-bound loads need
             warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -204,6 +202,34 @@ class AutoLoader:
             decision = decide(self._tuner, self._tuner.cpus) if self._tuner.measures else None
             self._driver.resume_settled(Setting(**state["settled"]), decision)
         self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
+
+
+def _alive(ref: weakref.ReferenceType[AutoLoader]) -> AutoLoader:
+    """The AutoLoader a callback belongs to (alive while it iterates)."""
+    loader = ref()
+    assert loader is not None
+    return loader
+
+
+def _tuner(
+    budget: int,
+    max_workers: int | None,
+    device: torch.device | str | None,
+    fixed: dict[str, Any],
+    candidates: list[Mapping[str, Any]] | None,
+) -> Tuner:
+    """The tuner for this machine: its CPUs, whether pinning can matter, the user's fixed
+    values and candidates."""
+    cpus = len(os.sched_getaffinity(0))
+    forced = [Setting(**c).fixed(fixed) for c in candidates] if candidates else None
+    return Tuner(
+        budget=budget,
+        cpus=cpus,
+        max_workers=max_workers or min(8 * cpus, 64),
+        accelerator=device_of(device) and "pin_memory" not in fixed,
+        fixed=fixed,
+        forced=forced,
+    )
 
 
 def _default_memory_limit() -> float:

@@ -12,7 +12,6 @@ setting's shutdown hit them alike.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -25,6 +24,7 @@ ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs
 MIN_SEGMENT = 8  # fewest steps a probe segment is worth its worker start-up
 MAX_CANDIDATES = 5
 RACE = 1.5  # slower than a round's fastest by this factor in every round: no more rounds
+WIDEN = 2  # at most this many doublings beyond the most workers first planned
 BENCH = 3.0  # the default, measured first, predicted this much slower than the guess: not
 # probed again unless the first round's fastest fails to beat it by RACE
 
@@ -163,6 +163,7 @@ class Measure:
 
     @property
     def wait_share(self) -> float:
+        """Share of the segment's time spent waiting for batches."""
         total = self.wait_s + self.step_s
         return self.wait_s / total if total > 0 else 0.0
 
@@ -196,6 +197,7 @@ class Tuner:
     benched: dict[Setting, float] = field(default_factory=dict)  # left out by the guess: s/batch
     extra_steps: int = 0  # added to every segment's length when the budget allows
     next_round: int = 0
+    widened: int = 0  # candidates added beyond the most workers first planned
 
     def next(self) -> Segment | None:
         """The next segment to run, or None when tuning is over."""
@@ -247,10 +249,27 @@ class Tuner:
             worst = min(v / best[r] for r, v in t.items())
             if worst > RACE and setting not in self.raced:
                 self.raced[setting] = f"{worst:.1f}x slower than the fastest in every round"
+        self._widen(times)
         for setting, first in list(self.benched.items()):
             if min(best.values()) * RACE > first:  # the prediction was wrong: probe it too
                 del self.raced[setting], self.benched[setting]
                 self.cands.append(setting)
+
+    def _widen(self, times: dict[Setting, dict[int, float]]) -> None:
+        """When the most workers probed won the latest round, probe twice as many too (up to
+        WIDEN times): the guess can underestimate, e.g. when other work shares the CPUs."""
+        last = max(r for t in times.values() for r in t)
+        in_round = {s: t[last] for s, t in times.items() if last in t}
+        winner = min(in_round, key=lambda s: in_round[s])
+        most = max(c.num_workers for c in self.cands)
+        if self.forced is not None or "num_workers" in self.fixed:
+            return  # the user named the settings to compare
+        if winner.num_workers < most or most >= self.max_workers or self.widened >= WIDEN:
+            return
+        wider = replace(winner, num_workers=min(2 * most, self.max_workers)).fixed(self.fixed)
+        if wider not in self.cands and wider not in self.dropped:
+            self.cands.append(wider)
+            self.widened += 1
 
     def fail(self, segment: Segment, measure: Measure, steps_left: int) -> None:
         """Drop a probe that crashed, hung or ran out of memory; finish its steps on the last
@@ -266,6 +285,7 @@ class Tuner:
         return good[-1] if good else Setting().fixed(self.fixed)
 
     def _guess(self, m: Measure) -> Guess:
+        """The model guess from the first segment, which loaded in the training process."""
         load = m.counted_wait_s / m.counted if m.counted else m.wait_s / max(m.steps, 1)
         step = m.step_s / max(m.steps, 1)
         load_cpu = min(m.wait_cpu_s / m.wait_s, 1.0) if m.wait_s > 0 else 0.0
@@ -323,6 +343,7 @@ class Tuner:
             "benched": [[asdict(c), t] for c, t in self.benched.items()],
             "extra_steps": self.extra_steps,
             "next_round": self.next_round,
+            "widened": self.widened,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -338,8 +359,4 @@ class Tuner:
         self.cands = [Setting(**c) for c in state["cands"]]
         self.benched = {Setting(**c): t for c, t in state["benched"]}
         self.extra_steps, self.next_round = state["extra_steps"], state["next_round"]
-
-
-def median_or(values: list[float], default: float = 0.0) -> float:
-    """Median of ``values``, or ``default`` when empty."""
-    return statistics.median(values) if values else default
+        self.widened = state["widened"]

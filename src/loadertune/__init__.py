@@ -2,7 +2,7 @@
 
 Public API, imported lazily so ``import loadertune`` stays cheap::
 
-    from loadertune import build_dataloader, run_trial, TrialResult
+    from loadertune import AutoLoader, build_dataloader, to_device, run_trial, TrialResult
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ __all__ = [
     "TrialResult",
     "build_dataloader",
     "run_trial",
+    "to_device",
 ]
 __version__ = "0.1.0"
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from loadertune.autoloader import AutoLoader
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
-    from loadertune.loader import build_dataloader
+    from loadertune.loader import build_dataloader, to_device
     from loadertune.result import TrialResult
     from loadertune.trial import run_trial
 
@@ -34,6 +35,7 @@ _WHERE = {
     "TrialResult": "loadertune.result",
     "build_dataloader": "loadertune.loader",
     "run_trial": "loadertune.trial",
+    "to_device": "loadertune.loader",
 }
 
 

@@ -136,7 +136,8 @@ def assess(choice: Choice[K], times: Mapping[K, Rounds]) -> Assurance:
     if unsettled:
         most = max(may_be_faster(chosen, others[k]) for k in unsettled)
         names = ", ".join(str(k) for k in unsettled)
-        reasons.append(("medium", f"{names} may still be faster by up to {most:.0%}"))
+        upto = f"up to {most:.0%}" if most < 1 else "more than 100% (too few rounds)"
+        reasons.append(("medium", f"{names} may still be faster by {upto}"))
     if not reasons:
         return Assurance(
             "high",

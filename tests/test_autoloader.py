@@ -229,3 +229,23 @@ def test_an_abandoned_epoch_starts_the_next_afresh() -> None:
     assert len(epochs(auto, 1, stop_after=5)[0]) == 5
     for batches in epochs(auto, 3):
         assert flat(batches) == list(range(40))
+
+
+def _as_dict(batch: list[int]) -> dict[str, torch.Tensor]:
+    return {"x": torch.tensor(batch)}
+
+
+def test_collate_fn_and_batch_sampler_pass_through() -> None:
+    """The user's collate_fn and batch_sampler are a DataLoader's, through the probes."""
+    from torch.utils.data import BatchSampler, SequentialSampler
+
+    ds = Numbers(30)
+    sampler = BatchSampler(SequentialSampler(ds), batch_size=4, drop_last=False)
+    auto = AutoLoader(
+        ds, batch_sampler=sampler, collate_fn=_as_dict, tune_steps=48, candidates=[W0, W1],
+    )  # fmt: skip
+    plain = DataLoader(ds, batch_sampler=sampler, collate_fn=_as_dict)
+    for _ in range(6):
+        got = [b["x"].tolist() for b in auto]
+        assert got == [b["x"].tolist() for b in plain]
+    assert (auto.settings["batch_size"], auto.settings["drop_last"]) == (4, False)

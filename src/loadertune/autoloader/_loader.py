@@ -89,8 +89,10 @@ class AutoLoader:
         self._template = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **kwargs)
         if self._template.batch_sampler is None:
             raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
-        self.batch_size = None if "batch_sampler" in kwargs else batch_size
-        self.shuffle, self.drop_last = bool(shuffle), self._template.drop_last
+        index = self._template.batch_sampler  # the user's, or the one DataLoader built
+        self.batch_size: int = getattr(index, "batch_size", None) or batch_size or 1
+        self.shuffle = bool(shuffle)
+        self.drop_last: bool = getattr(index, "drop_last", self._template.drop_last)
         self.device, self.export, self.track = device, export, track
         self.generator = kwargs.get("generator")
         self._plan = IndexPlan(self._template.batch_sampler, self.generator)

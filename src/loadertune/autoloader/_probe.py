@@ -28,7 +28,7 @@ class ProbeFault(Exception):
     """A probe's workers crashed, hung or exceeded memory; the probe is dropped."""
 
 
-def loader_settings(setting: Setting, batch_size: int | None, shuffle: bool, drop_last: bool,
+def loader_settings(setting: Setting, batch_size: int, shuffle: bool, drop_last: bool,
                     context: str | None) -> dict[str, Any]:  # fmt: skip
     """The ``LoaderConfig`` keys of a setting, as ``build_dataloader`` and best_loader.yaml take."""
     workers = setting.num_workers

@@ -158,7 +158,14 @@ def test_a_second_sweep_waits_and_a_trial_is_refused_while_one_times(tmp_path: P
     assert refused.returncode == ExitStatus.BUSY, refused.stderr
     assert "a sweep of study 's'" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    second = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=2", *SLOW, wait=False)
+    second = faulty_sweep(
+        tmp_path,
+        "hydra.sweeper.n_trials=1",
+        *SLOW,
+        "trial.steps=8",
+        "trial.max_steps=8",
+        wait=False,
+    )
     _, err2 = second.communicate(timeout=600)
     first.communicate(timeout=600)
     assert (first.returncode, second.returncode) == (0, 0), err2
@@ -168,7 +175,7 @@ def test_a_second_sweep_waits_and_a_trial_is_refused_while_one_times(tmp_path: P
         for t in finished(tmp_path)
         if "repeat_of" not in t.user_attrs and t.datetime_start and t.datetime_complete
     )
-    assert len(spans) >= 4
+    assert len(spans) >= 3
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert end <= start  # no two measured trials overlap
 
@@ -348,7 +355,7 @@ def test_a_verdict_cut_by_kill_9_is_finished_on_the_next_start(tmp_path: Path) -
         "hydra.sweeper.n_trials=2",
         "+dataset.mode=slow",
         "+dataset.delay_s=0.02",
-        "trial.steps=20",
+        "trial.steps=10",
         "loader.num_workers=choice(0,1)",
         "hydra.sweeper.verdict_repeats=2",
     ]
@@ -468,7 +475,7 @@ def test_invalid_settings_and_a_crashed_trial_process_in_both_stores(tmp_path: P
 
 FAULTY_ARGS = [
     *FAULTY,
-    "hydra.sweeper.n_trials=6",
+    "hydra.sweeper.n_trials=3",
     "+dataset.mode=slow",
     "+dataset.delay_s=0.02",
     "trial.steps=20",

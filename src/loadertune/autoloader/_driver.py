@@ -189,7 +189,7 @@ class Driver:
     def _drop(self, why: str) -> None:
         """A probe failed: close it (its batches go back to the plan) and carry on."""
         assert self.probe is not None
-        self.probe.close()
+        self.probe.close(kill=True)
         self.pools.pop(self.probe.setting, None)
         self.probe, self.draining = None, False
         m, seg = self.measure, self.segment

@@ -141,9 +141,17 @@ class Probe:
         it = self._it or getattr(self.loader, "_iterator", None)
         return [w.pid for w in getattr(it, "_workers", []) if w.pid is not None and w.is_alive()]
 
-    def close(self) -> None:
-        """Stop the workers and give undelivered batches back to the plan."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the workers and give undelivered batches back to the plan.
+
+        ``kill``: a failed probe's workers are terminated first, so a hung one does not hold
+        the training loop for PyTorch's join timeout (5 s a worker).
+        """
         it, self._it = self._it, None
+        if kill:
+            for worker in getattr(it or getattr(self.loader, "_iterator", None), "_workers", []):
+                if worker.is_alive():
+                    worker.terminate()
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
         pool = getattr(self.loader, "_iterator", None)  # persistent workers live on the loader

@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> float:
     from loadertune.loader import to_device
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
-    from loadertune.tracking import flatten, tracking_uri
+    from loadertune.tracking import flatten, use_experiment
     from loadertune.trial import resolve_device
     from loadertune.validation import validate
 
@@ -58,8 +58,10 @@ def train(cfg: DictConfig) -> float:
     torch.manual_seed(config.trial.seed)
     tracked = config.tracking.enabled
     if tracked:
-        mlflow.set_tracking_uri(tracking_uri(config.tracking, config.paths.output_root))
-        mlflow.set_experiment(f"{config.tracking.experiment}-train")
+        # Artifacts beside the store under the output root, not ./mlruns of the working dir.
+        use_experiment(
+            config.tracking, config.paths.output_root, name=f"{config.tracking.experiment}-train"
+        )
     run = mlflow.start_run(run_name="train") if tracked else contextlib.nullcontext()
     with open_storage(config.storage) as store, run:
         dataset = build_dataset(config, store)

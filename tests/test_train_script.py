@@ -58,3 +58,6 @@ def test_train_script_trains_logs_and_compares_with_the_prediction(tmp_path: Pat
     assert float(match.group(1)) == pytest.approx(metrics["samples_per_s"] / 1000, abs=0.006)
     history = client.get_metric_history(run.info.run_id, "epoch_samples_per_s")
     assert [m.step for m in history] == [0, 1]
+    # Artifacts beside the store, nothing in the working directory's ./mlruns.
+    assert experiment.artifact_location.endswith("mlartifacts")
+    assert not (tmp_path / "mlruns").exists()

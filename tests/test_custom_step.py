@@ -24,9 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from loadertune.config import CustomModelConfig, to_run_config
 from loadertune.errors import ConfigError
+from loadertune.imports import resolve
 from loadertune.loader import tensors_in, to_device
 from loadertune.models._custom import default_loss
-from loadertune.user_code import resolve
 from loadertune.validation import validate
 from tests.conftest import FIXTURES, ROOT
 

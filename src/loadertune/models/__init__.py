@@ -26,6 +26,7 @@ from loadertune.config import (
     TransformerConfig,
 )
 from loadertune.errors import ConfigError
+from loadertune.models._batch import split_batch
 from loadertune.models._pairs import Samples, check_pair, samples_of
 
 if TYPE_CHECKING:
@@ -51,16 +52,6 @@ class TrainStep(Protocol):
     """
 
     def __call__(self, batch: Any, /) -> None: ...
-
-
-def split_batch(batch: Any) -> tuple[Any, Any]:
-    """(inputs, targets or None) from a tensor, a (inputs, targets, ...) sequence or a dict."""
-    if isinstance(batch, dict):
-        values = list(batch.values())
-        return values[0], (values[1] if len(values) > 1 else None)
-    if isinstance(batch, list | tuple):
-        return batch[0], (batch[1] if len(batch) > 1 else None)
-    return batch, None
 
 
 def check_workload(config: RunConfig) -> None:

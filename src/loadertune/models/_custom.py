@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from loadertune.config import CustomModelConfig
 from loadertune.errors import ConfigError
+from loadertune.models._batch import split_batch
 
 KEY = "model._target_"
 DEFAULT_LR = 0.01
@@ -31,7 +32,7 @@ def build_user_step(
         ConfigError: naming ``model._target_``: the factory raised, or returned neither a
             callable nor a Module.
     """
-    from loadertune.user_code import resolve
+    from loadertune.imports import resolve
 
     factory = resolve(KEY, cfg.target)
     try:
@@ -104,8 +105,6 @@ class ModuleStep:
         self.optimizer = torch.optim.SGD(params, lr=DEFAULT_LR, momentum=0.9)
 
     def __call__(self, batch: Any) -> None:
-        from loadertune.models import split_batch
-
         inputs, targets = split_batch(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss: Any = default_loss(self.module(inputs), targets)

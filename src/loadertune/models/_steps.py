@@ -9,6 +9,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from loadertune.models._batch import split_batch
+
 
 class SimulatedStep:
     """Stands in for an accelerator step: sleeps, so it holds no CPU while loading runs."""
@@ -48,8 +50,6 @@ class RealStep:
         self.forward = forward
 
     def __call__(self, batch: Any) -> None:
-        from loadertune.models import split_batch
-
         inputs, targets = split_batch(batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.forward(self.network, inputs, targets)

@@ -31,13 +31,13 @@ test: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks scripts
-	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests benchmarks scripts examples
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts examples
 	$(VENV)/bin/mypy
 
 format: setup
-	$(VENV)/bin/ruff check --fix src tests benchmarks
-	$(VENV)/bin/ruff format src tests benchmarks
+	$(VENV)/bin/ruff check --fix src tests benchmarks scripts examples
+	$(VENV)/bin/ruff format src tests benchmarks scripts examples
 
 clean:
 	rm -rf outputs .mypy_cache .ruff_cache .pytest_cache

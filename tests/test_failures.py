@@ -7,8 +7,10 @@ SIGKILLed; a dataset always raises. The sweep process is killed and resumed, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -169,16 +171,20 @@ def _wait_for(predicate: object, timeout: float = 120.0) -> None:
 
 
 def _running_trial(out: Path, after_complete: int = 0) -> bool:
-    """A trial is running, after ``after_complete`` trials completed."""
+    """A trial is running, after ``after_complete`` trials completed.
+
+    Read from SQLite read-only: opening the study with Optuna would create its tables, and a
+    reader racing the sweep's own creation of the database can make the sweep's start fail.
+    """
     db = out / "optuna.db"
     if not db.exists():
         return False
     try:
-        trials = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").trials
-    except Exception:  # the study may not exist yet
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+            states = [state for (state,) in con.execute("SELECT state FROM trials")]
+    except sqlite3.Error:  # not created yet, or busy: look again
         return False
-    states = [t.state for t in trials]
-    return TrialState.RUNNING in states and states.count(TrialState.COMPLETE) >= after_complete
+    return "RUNNING" in states and states.count("COMPLETE") >= after_complete
 
 
 SLOW = [

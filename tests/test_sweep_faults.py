@@ -149,11 +149,26 @@ def _trial(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _wait_or_show(proc: subprocess.Popen[str], predicate: Any, timeout: float = 120.0) -> None:
+    """Wait for ``predicate``; if it never holds, stop ``proc`` and fail with what it said."""
+    try:
+        _wait_for(predicate, timeout)
+    except AssertionError:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"not in time; the sweep said:\n{out[-3000:]}\n{err[-3000:]}"
+        ) from None
+
+
 @pytest.mark.slow
 def test_a_second_sweep_waits_and_a_trial_is_refused_while_one_times(tmp_path: Path) -> None:
     """Two sweeps of one study started together never time at the same time."""
-    first = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=2", *SLOW, wait=False)
-    _wait_for(lambda: _running_trial(tmp_path))
+    # Three settings, three long trials: the refused trial below starts well before this
+    # sweep can end.
+    space = [*SLOW, "loader.prefetch_factor=choice(1,2)"]
+    first = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", *space, wait=False)
+    _wait_or_show(first, lambda: _running_trial(tmp_path))
     refused = _trial(tmp_path, "trial.host_lock=refuse", "model=simulated", "trial.steps=4")
     assert refused.returncode == ExitStatus.BUSY, refused.stderr
     assert "a sweep of study 's'" in refused.stderr
@@ -161,7 +176,7 @@ def test_a_second_sweep_waits_and_a_trial_is_refused_while_one_times(tmp_path: P
     second = faulty_sweep(
         tmp_path,
         "hydra.sweeper.n_trials=1",
-        *SLOW,
+        *space,
         "trial.steps=8",
         "trial.max_steps=8",
         wait=False,
@@ -487,22 +502,22 @@ mount -t tmpfs -o size=64m tmpfs "$root" || exit 99
 "$@" > "$out/first.out" 2> "$out/first.err" &
 pid=$!
 "$py" - "$root" <<'PY'
-import sys, time, optuna
-from optuna.trial import TrialState
-db = f"sqlite:///{sys.argv[1]}/optuna.db"
+import sqlite3, sys, time
+db = f"file:{sys.argv[1]}/optuna.db?mode=ro"  # read-only: never races the sweep's schema
 for _ in range(600):
     try:
-        states = [t.state for t in optuna.load_study(study_name="s", storage=db).trials]
-        if TrialState.COMPLETE in states:
-            break
-    except Exception:
+        with sqlite3.connect(db, uri=True, timeout=1) as con:
+            if ("COMPLETE",) in con.execute("SELECT state FROM trials").fetchall():
+                break
+    except sqlite3.Error:
         pass
     time.sleep(0.2)
 PY
 dd if=/dev/zero of="$root/fill" bs=1M 2>/dev/null
 wait $pid; echo $? > "$out/first.rc"
 ls -la "$root" > "$out/after_crash.ls"
-find "$root" -name '*.yaml' -size 0 > "$out/empty_files"
+find "$root" \( -name optimization_results.yaml -o -name best_loader.yaml -o -name best.yaml \
+  -o -name verdict.md \) -size 0 > "$out/empty_files"
 rm -f "$root/fill"
 "$@" > "$out/second.out" 2> "$out/second.err"; echo $? > "$out/second.rc"
 cp "$root/optuna.db" "$root/mlflow.db" "$out/"
@@ -556,3 +571,38 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_the_rerun_repairs(
     parents, children, _ = mlflow_runs(tmp_path)
     assert all(r.info.status != "RUNNING" for r in [*parents, *children])
     assert "FINISHED" in {p.info.status for p in parents}
+
+
+@pytest.mark.slow
+def test_a_changed_choice_list_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Optuna refuses a categorical whose choices changed; the sweep says so before a trial."""
+    first = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", "+dataset.mode=choice(ok)")
+    first.communicate()
+    assert first.returncode == 0
+    before = len(study_at(tmp_path).trials)
+    again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", "+dataset.mode=choice(ok,slow)")
+    _, err = again.communicate()
+    assert again.returncode == ExitStatus.BAD_INPUT, err
+    assert "dataset.mode: study 's' was measured with ('ok',)" in err
+    assert "hydra.sweeper.study_name" in err
+    assert "Traceback" not in err
+    assert len(study_at(tmp_path).trials) == before  # nothing asked, nothing queued
+
+
+@pytest.mark.parametrize(
+    ("text", "full"),
+    [
+        ("OSError: [Errno 28] No space left on device: '/out/multirun/1/.hydra'", True),
+        ("sqlite3.OperationalError: database or disk is full", True),
+        (
+            "RuntimeError: unable to write to file </torch_1_2>: No space left on device (shm)",
+            False,
+        ),
+        ("ERROR: Unexpected bus error encountered in worker: insufficient shared memory", False),
+        ("ValueError: corrupt record 3", False),
+    ],
+)
+def test_a_full_disk_is_told_from_a_full_dev_shm(text: str, full: bool) -> None:
+    from loadertune.stores import says_disk_full
+
+    assert says_disk_full(text) is full

@@ -76,8 +76,14 @@ def is_disk_full(exc: BaseException) -> bool:
     """A write failed for want of space: the OS said so, or SQLite did."""
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return True
-    text = str(exc).lower()
-    return "disk is full" in text or "no space left" in text
+    return says_disk_full(str(exc))
+
+
+def says_disk_full(text: str) -> bool:
+    """An error's text says a disk is full (``/dev/shm`` aside: that is a setting's limit)."""
+    lowered = text.lower()
+    full = "disk is full" in lowered or "no space left on device" in lowered
+    return full and "shm" not in lowered and "shared memory" not in lowered
 
 
 def write_text_atomically(path: Path, text: str) -> None:

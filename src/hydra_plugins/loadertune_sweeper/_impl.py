@@ -27,6 +27,7 @@ from loadertune.machine import memory_budget_bytes
 from loadertune.stores import (
     describe_os_error,
     is_disk_full,
+    says_disk_full,
 )
 
 from . import _baselines, _console, _fleet, _guess, _study
@@ -135,6 +136,9 @@ class SweepEngine:
             fail(str(exc))
         if joined:
             print(f"loadertune: warning: {joined}", file=sys.stderr)
+        conflict = _study.space_conflict(study, plan.space)
+        if conflict:
+            fail(conflict)
         return study
 
     # ---- the loop -----------------------------------------------------------------------
@@ -238,6 +242,9 @@ class SweepEngine:
             tell_and_record(study, answer, session.recorder, session.view, ran + 1)
             if answer.measured and answer.error and not errors_shown:
                 errors_shown = show_first_error(view, answer)
+            if answer.error and says_disk_full(answer.error):  # not the setting's fault
+                view.note("stopping: a disk is full (the trial's error says so; see above)")
+                return "FAILED", INFRA
             if answer.reason == "interrupted":
                 break
             # A repeat is answered from an earlier measurement: it does not use up n_trials.

@@ -88,8 +88,9 @@ def open_study(
     """Create the study, or load it when it exists (resume, or join another host's).
 
     A database server (not SQLite) gets Optuna's heartbeats, so a host can tell when another
-    host's sweep died mid-trial. Hosts that start at the same moment on an empty database
-    race to create Optuna's tables; the loser retries.
+    host's sweep died mid-trial. Processes that start at the same moment on an empty database
+    (hosts on a server, or two sweeps on one SQLite file) race to create Optuna's tables; the
+    loser retries.
     """
     directions = list(direction) if isinstance(direction, list | tuple) else None
     backend = _storage(storage, heartbeat_s, grace_s)
@@ -114,11 +115,34 @@ def _storage(url: str, heartbeat_s: int | None, grace_s: int) -> optuna.storages
             with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(url, **kwargs)
-        except Exception:  # e.g. UniqueViolation: another host created the tables first
-            if attempt == 2 or not server:
+        except Exception:  # another process created the tables first (a host, a second
+            # sweep on one SQLite file, a reader): UniqueViolation, "table already exists"
+            if attempt == 2:
                 raise
             time.sleep(0.2 + random.random())
     raise AssertionError("unreachable")
+
+
+def space_conflict(study: optuna.Study, space: dict[str, Any]) -> str | None:
+    """Why ``space`` cannot be searched in ``study``, or None: Optuna refuses, deep in the
+    first suggestion, a parameter whose choices differ from those it was measured with."""
+    from optuna.distributions import check_distribution_compatibility
+
+    for trial in study.get_trials(deepcopy=False):
+        for name, measured in trial.distributions.items():
+            wanted = space.get(name)
+            if wanted is None:
+                continue
+            try:
+                check_distribution_compatibility(measured, wanted)
+            except ValueError:
+                shown = getattr(measured, "choices", measured)
+                return (
+                    f"{name.lstrip('+')}: study '{study.study_name}' was measured with "
+                    f"{shown}, this command searches {getattr(wanted, 'choices', wanted)}. Fix: "
+                    "keep the study's choices, or name a new study with hydra.sweeper.study_name"
+                )
+    return None
 
 
 def claim(trial: optuna.trial.Trial) -> None:

@@ -162,6 +162,9 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")
     for name in ("mlflow", "matplotlib", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # MLflow logs a store's error with its whole traceback before raising it; the sweep
+    # reports it itself (a full disk in one line), so that log would only bury the line.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def _window_note(result: TrialResult) -> str:

@@ -509,6 +509,9 @@ def sweep_process(out: Path, *overrides: str) -> subprocess.Popen[str]:
     )
 
 
+PARALLEL = "hydra.sweeper.allow_parallel_trials=true"
+
+
 def shared(storage: str, tracking: str, n_trials: int, experiment: str) -> list[str]:
     """One study on the server, counted across hosts, in an MLflow experiment of its own;
     trials long enough to kill mid-way."""
@@ -588,7 +591,9 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     """Two ``loadertune -m`` at once on one PostgreSQL study; one is killed mid-trial."""
     storage, total = pg_database("optuna"), 8
     watch = optuna.storages.RDBStorage(storage)  # one connection pool for all the polling
-    args = shared(storage, mlflow_server, total, "two-sweeps")
+    # Two "hosts" that are this one machine: without this, the host's timing lock would
+    # (rightly) make the second wait for the first.
+    args = [*shared(storage, mlflow_server, total, "two-sweeps"), PARALLEL]
     a = sweep_process(tmp_path / "a", *args)
     b = sweep_process(tmp_path / "b", *args)
     try:
@@ -637,7 +642,7 @@ def test_fan_out_through_submitits_local_executor(
         "hydra/launcher=submitit_local",
         "hydra.launcher.timeout_min=5",
         "hydra.sweeper.workers=2",
-        "hydra.sweeper.allow_parallel_trials=true",  # both "nodes" are this machine
+        PARALLEL,  # both "nodes" are this machine
         "trial.steps=4",
         "hydra.sweep.dir=sweep",
     ]

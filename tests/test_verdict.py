@@ -7,8 +7,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _baselines, _verdict, _verdict_text
+from hydra_plugins.loadertune_sweeper import _baselines, _verdict
 from hydra_plugins.loadertune_sweeper._baselines import Role
+from loadertune.loader import loader_yaml
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -150,7 +151,7 @@ def test_candidates_are_the_top_and_the_baselines() -> None:
 def test_loader_yaml_round_trips() -> None:
     from omegaconf import OmegaConf
 
-    text = _verdict_text.loader_yaml(
+    text = loader_yaml(
         {"num_workers": 2, "prefetch_factor": None, "pin_memory": False}, ["made by a test"]
     )
     assert text.startswith("# made by a test\n")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from loadertune.errors import ConfigError
+from loadertune.stores import write_text_atomically
 
 MODES = ("wait", "refuse", "off")
 ENV_DIR = "LOADERTUNE_LOCK_DIR"
@@ -97,7 +98,7 @@ def timing_lock(
     with open(folder / "timing.lock", "a+") as handle:
         _acquire(handle, folder, mode, say or _stderr)
         holder = Holder(os.getpid(), socket.gethostname(), what, _now())
-        _write_atomically(folder / "holder.json", json.dumps(asdict(holder)))
+        write_text_atomically(folder / "holder.json", json.dumps(asdict(holder)))
         try:
             yield
         finally:
@@ -129,12 +130,6 @@ def _acquire(handle: IO[str], folder: Path, mode: str, say: Callable[[str], None
                 )
                 said = True
             time.sleep(POLL_S)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _now() -> str:

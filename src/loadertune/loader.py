@@ -141,3 +141,21 @@ def tensors_in(batch: Any) -> list[Any]:
     if isinstance(batch, list | tuple):
         return [t for v in batch for t in tensors_in(v)]
     return []
+
+
+def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
+    """``best_loader.yaml``: the loader group's keys, with where they came from as comments.
+
+    Written by a sweep's verdict and by ``AutoLoader``'s export alike, read back by
+    ``loader=best`` and :func:`build_dataloader`.
+    """
+    lines = [f"# {h}" for h in header]
+    for key, value in settings.items():
+        if value is None:
+            text = "null"
+        elif isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = str(value)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) + "\n"

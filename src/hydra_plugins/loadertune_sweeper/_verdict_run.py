@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune.loader import loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.stores import write_text_atomically
 
@@ -172,7 +173,7 @@ def export(plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: R
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
     header = [*_export_header(plan, rec), *_verdict_text.confidence_lines(assurance)]
-    text = _verdict_text.loader_yaml(settings, header)
+    text = loader_yaml(settings, header)
     write_text_atomically(plan.sweep_dir / "best_loader.yaml", text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
     group.mkdir(parents=True, exist_ok=True)

@@ -18,20 +18,6 @@ if TYPE_CHECKING:
     from ._guess import Guess, WorkersRange
 
 
-def loader_yaml(settings: dict[str, Any], header: list[str]) -> str:
-    """``best_loader.yaml``: the loader group's keys, with where they came from as comments."""
-    lines = [f"# {h}" for h in header]
-    for key, value in settings.items():
-        if value is None:
-            text = "null"
-        elif isinstance(value, bool):
-            text = str(value).lower()
-        else:
-            text = str(value)
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines) + "\n"
-
-
 def verdict_markdown(
     rec: Recommendation,
     cands: list[Candidate],

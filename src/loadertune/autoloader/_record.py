@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, probe_rows
+from loadertune.loader import loader_yaml
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner
@@ -37,20 +38,6 @@ def mlflow_active() -> bool:
     return bool(mlflow.is_tracking_uri_set())  # type: ignore[no-untyped-call]
 
 
-def yaml_text(settings: dict[str, Any], header: list[str]) -> str:
-    """``best_loader.yaml`` in the sweep's shape: the loader group's keys, comments on top."""
-    lines = [f"# {h}" for h in header]
-    for key, value in settings.items():
-        if value is None:
-            text = "null"
-        elif isinstance(value, bool):
-            text = str(value).lower()
-        else:
-            text = str(value)
-        lines.append(f"{key}: {text}")
-    return "\n".join(lines) + "\n"
-
-
 def header(decision: Decision) -> list[str]:
     """Comment lines: what chose it, how sure, how to use it."""
     from loadertune.machine import machine_info
@@ -70,7 +57,7 @@ def export(path: str | Path, settings: dict[str, Any], decision: Decision) -> Pa
     """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``."""
     out = Path(path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(yaml_text(settings, header(decision)))
+    out.write_text(loader_yaml(settings, header(decision)))
     return out
 
 
@@ -104,7 +91,7 @@ def record(settings: dict[str, Any], decision: Decision, tuner: Tuner, report: s
         tags=[RunTag(k, v) for k, v in _verdict_tags(decision).items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "best_loader.yaml").write_text(yaml_text(settings, header(decision)))
+        (Path(tmp) / "best_loader.yaml").write_text(loader_yaml(settings, header(decision)))
         (Path(tmp) / "autotune_report.txt").write_text(report + "\n")
         (Path(tmp) / "probes.json").write_text(json.dumps(tuner.state()["measures"], indent=1))
         client.log_artifacts(run_id, tmp)

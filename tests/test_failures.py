@@ -192,6 +192,9 @@ SLOW = [
     "+dataset.delay_s=0.05",
     "trial.steps=40",
     "loader.num_workers=choice(0,1)",
+    # 0 and 1 workers read equally fast here (within 1%), so on a busy machine the median
+    # pruner may stop either one; these tests are about interrupts, not pruning.
+    "hydra.sweeper.pruner=none",
 ]
 
 
@@ -218,7 +221,8 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     # The queued 0 workers is answered from trial 0, so it does not use up n_trials=1: the
     # resumed sweep goes on until it has measured one setting.
     assert trials[2].user_attrs["repeat_of"] == 0
-    assert all(t.state == TrialState.COMPLETE for t in trials[3:])
+    later = [(t.number, t.state.name, t.user_attrs.get("reason")) for t in trials[3:]]
+    assert all(state == "COMPLETE" for _, state, _ in later), (later, err)
     assert sum("repeat_of" not in t.user_attrs for t in trials[2:]) == 1
     parents, children, _ = mlflow_runs(tmp_path)
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]

@@ -301,6 +301,56 @@ def test_fan_out_accepts(settings: dict[str, Any], target: str) -> None:
     assert _fanout.wanted(_settings(**settings), _config(target)) == (target != BASIC)
 
 
+def _worker_return(k: int, storage: str, loader: dict[str, Any] | None) -> Any:
+    """What a fan-out worker hands back (Hydra's own JobReturn), its verdict picking ``loader``."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    block = None if loader is None else {"trial_number": k, "loader": loader, "confidence": "high"}
+    info = {"host": f"node{k}", "pid": k, "study_name": "s", "storage": storage, "trials": 2}
+    ret = JobReturn(status=JobStatus.COMPLETED)
+    ret.return_value = {**info, "recommended": block}
+    return ret
+
+
+@pytest.mark.parametrize(
+    ("loaders", "joint", "said"),
+    [
+        ([{"num_workers": 2}, {"num_workers": 2}], {"num_workers": 2}, "2 worker verdict(s) alike"),
+        ([{"num_workers": 2}, {"num_workers": 4}], None, "the workers' verdicts differ"),
+        ([None, None], None, "no verdict ran"),
+    ],
+)
+def test_the_join_recommends_only_what_every_worker_verdict_chose(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    loaders: list[dict[str, Any] | None],
+    joint: dict[str, Any] | None,
+    said: str,
+) -> None:
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.add_trial(
+        optuna.create_trial(
+            params={"x": 1},
+            distributions={"x": optuna.distributions.IntDistribution(0, 2)},
+            value=3.0,
+        )
+    )
+    returns = [_worker_return(k, storage, loader) for k, loader in enumerate(loaders)]
+    _fanout.summarise(returns, tmp_path)
+    results = OmegaConf.to_container(OmegaConf.load(tmp_path / "optimization_results.yaml"))
+    assert isinstance(results, dict)
+    assert results["best_value"] == 3.0
+    if joint is None:
+        assert results["recommended"] is None
+    else:
+        assert results["recommended"]["loader"] == joint
+        assert results["recommended"]["agreed_by"] == ["worker0", "worker1"]
+    by_worker = results.get("recommended_by_worker", {})
+    assert [b["loader"] for b in by_worker.values()] == [x for x in loaders if x is not None]
+    assert said in capsys.readouterr().out
+
+
 def test_slurm_launcher_config_asks_for_whole_nodes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -650,6 +700,7 @@ def test_fan_out_through_submitits_local_executor(
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, out + err
     assert "worker0: " in out and "worker1: " in out
+    assert "no verdict ran" in out  # verdict_repeats=0: the join recommends nothing
     sweep_dir = tmp_path / "sweep"
     assert (sweep_dir / "optimization_results.yaml").exists()
     for k in (0, 1):

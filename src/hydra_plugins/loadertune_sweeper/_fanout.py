@@ -178,29 +178,60 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
     from ._record import results_yaml, write_results
 
     failed = 0
-    studies: dict[tuple[str, str], int] = {}
+    studies: dict[tuple[str, str], dict[str, Any]] = {}
     for k, ret in enumerate(returns):
         if ret.status != JobStatus.COMPLETED:  # reading return_value would re-raise
             failed += 1
             print(f"worker{k}: FAILED: {_first_line(ret._return_value)}", file=sys.stderr)
             continue
         info = ret.return_value
-        studies[(info["study_name"], info["storage"])] = 1
+        verdicts = studies.setdefault((info["study_name"], info["storage"]), {})
+        if info.get("recommended"):
+            verdicts[f"worker{k}"] = info["recommended"]
         print(f"worker{k}: {info['host']} ran {info['trials']} trial(s) of {info['study_name']}")
-    for name, storage in studies:
+    for (name, storage), verdicts in studies.items():
         import optuna
 
         study = optuna.load_study(study_name=name, storage=storage)
-        results = results_yaml(study, storage)
+        recommended, line = joint_recommendation(verdicts)
+        results = results_yaml(study, storage, recommended)
+        if verdicts:
+            results["recommended_by_worker"] = verdicts
         write_results(sweep_dir, results)
         best = results.get("best_value")
         print(
-            f"study {name}: {len(study.trials)} trials; best "
+            f"study {name}: {len(study.trials)} trials; search's fastest "
             f"{'-' if best is None else f'{best:.4f} ms/sample'} "
             f"(#{results.get('best_trial_number')}) {results.get('best_params')}"
         )
+        print(f"study {name}: {line}")
     if failed:
         sys.exit(1)
+
+
+def joint_recommendation(verdicts: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """The join's ``recommended:`` block from the workers' own verdicts, and a line saying it.
+
+    Each worker gives its verdict on its own node. When every verdict picked the same loader
+    settings, that is the recommendation (with the first worker's figures and who agreed);
+    when they differ, there is none: which one holds is for one verdict, run once on one node
+    over the whole study, to say (``docs/scale-out.md``).
+    """
+    if not verdicts:
+        return None, (
+            "no verdict ran (hydra.sweeper.verdict_repeats=0 on the workers); run the same "
+            "command once on one node with the verdict on to get a recommendation"
+        )
+    settings = {name: block.get("loader") for name, block in verdicts.items()}
+    block = next(iter(verdicts.values()))
+    if all(loader == block.get("loader") for loader in settings.values()):
+        joint = {**block, "agreed_by": list(verdicts)}
+        return joint, f"recommended by {len(verdicts)} worker verdict(s) alike: {block['loader']}"
+    said = "; ".join(f"{name} {loader}" for name, loader in settings.items())
+    return None, (
+        f"the workers' verdicts differ ({said}): run the same command once on one node with "
+        "the verdict on to settle it over the whole study"
+    )
 
 
 @dataclasses.dataclass
@@ -270,6 +301,7 @@ def _report(job_dir: Path) -> dict[str, Any]:
         "storage": results["storage"],
         "trials": len(mine),
         "sweep_dir": str(job_dir),
+        "recommended": results.get("recommended"),
     }
 
 

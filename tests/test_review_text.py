@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 from optuna.distributions import IntDistribution
-from optuna.trial import create_trial
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hydra_plugins.loadertune_sweeper import _verdict
 from hydra_plugins.loadertune_sweeper._baselines import Role
-from hydra_plugins.loadertune_sweeper._console import outcome_lines
+from hydra_plugins.loadertune_sweeper._console import outcome_lines, table_rows
 from hydra_plugins.loadertune_sweeper._verdict_text import ORDER, details, verdict_markdown
 from loadertune.report import WIDE, wide_console
 from loadertune.tracking import ui_hint
@@ -94,3 +94,31 @@ def test_the_last_lines_name_the_recommendation_or_say_there_is_none() -> None:
     assert "loader.num_workers=3 (trial 7): 1.2500 ms/sample, 800 samples/s" in head
     assert "confidence high" in head
     assert where.startswith("written to: a/best_loader.yaml and conf/loader/best.yaml")
+
+
+def _trial(number: int, workers: int, value: float | None, **attrs: object) -> FrozenTrial:
+    t = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 8)},
+        value=value,
+        state=TrialState.COMPLETE if value is not None else TrialState.FAIL,
+        user_attrs=dict(attrs),
+    )
+    t.number = number
+    return t
+
+
+def test_final_table_has_one_row_per_measurement_fastest_first() -> None:
+    trials = [
+        _trial(0, 0, 2.0),
+        _trial(1, 2, 1.0),
+        _trial(2, 0, 2.0, repeat_of=0),
+        _trial(3, 4, None, reason="worker_crash"),
+        _trial(4, 0, 2.0, repeat_of=0),
+        _trial(5, 2, 1.0, repeat_of=1),
+    ]
+    rows = table_rows(trials)
+    assert [r[0] for r in rows] == ["1", "0", "3"]
+    notes = {r[0]: r[4] for r in rows}
+    assert notes == {"1": "also asked as #5", "0": "also asked as #2, #4", "3": "worker_crash"}
+    assert rows[0][2:4] == ("loader.num_workers=2", "1.0000")

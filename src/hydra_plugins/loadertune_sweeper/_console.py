@@ -108,27 +108,46 @@ class SweepView:
         table = Table(title=f"study {self.study.study_name}: trials, fastest first")
         for column in ("#", "state", "params", "ms/sample", "note"):
             table.add_column(column)
-        trials = self.study.get_trials(deepcopy=False)
-        ranked = sorted(
-            trials, key=lambda t: (t.state != TrialState.COMPLETE, t.value or float("inf"))
-        )
-        for t in ranked[:20]:
-            note = t.user_attrs.get("reason", "")
-            if t.user_attrs.get("repeat_of") is not None:
-                note = f"repeat of #{t.user_attrs['repeat_of']}"
-            table.add_row(
-                str(t.number),
-                t.state.name,
-                " ".join(f"{k}={v}" for k, v in t.params.items()),
-                "" if t.value is None else f"{t.value:.4f}",
-                str(note),
-            )
+        for row in table_rows(self.study.get_trials(deepcopy=False))[:20]:
+            table.add_row(*row)
         self.console.print(table)
         for line in landing:
             self.console.print(line, highlight=False, soft_wrap=True)
         self.console.print(f"results: {sweep_dir / 'optimization_results.yaml'}", soft_wrap=True)
         for line in outcome_lines(results):
             self.console.print(line, highlight=False, soft_wrap=True)
+
+
+def table_rows(trials: Sequence[FrozenTrial]) -> list[tuple[str, str, str, str, str]]:
+    """The final table's rows, fastest first: one per measurement.
+
+    A trial answered from an earlier measurement of the same settings (``repeat_of``) is not
+    a row of its own: the row it repeats says "also asked as #n", so the table's rows are
+    distinct settings and a repeated baseline does not push measured ones out of the top 20.
+    """
+    asked_again: dict[int, list[int]] = {}
+    for t in trials:
+        if t.user_attrs.get("repeat_of") is not None:
+            asked_again.setdefault(int(t.user_attrs["repeat_of"]), []).append(t.number)
+    measured = [t for t in trials if t.user_attrs.get("repeat_of") is None]
+    ranked = sorted(
+        measured, key=lambda t: (t.state != TrialState.COMPLETE, t.value or float("inf"))
+    )
+    rows = []
+    for t in ranked:
+        notes = [str(t.user_attrs.get("reason", ""))]
+        if t.number in asked_again:
+            notes.append("also asked as " + ", ".join(f"#{n}" for n in asked_again[t.number]))
+        rows.append(
+            (
+                str(t.number),
+                t.state.name,
+                " ".join(f"{k}={v}" for k, v in t.params.items()),
+                "" if t.value is None else f"{t.value:.4f}",
+                "; ".join(n for n in notes if n),
+            )
+        )
+    return rows
 
 
 def outcome_lines(results: dict[str, Any]) -> list[str]:

@@ -7,14 +7,7 @@ goes through its REST API, as the UI's own requests do.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -23,11 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests._mlflow_server import mlflow_server
 from tests._review_sweep import ReviewedSweep, reviewed_sweep
 
 pytestmark = pytest.mark.slow
-
-START_S = 45  # a cold start on two busy cores takes 10 to 20 s
 
 
 @pytest.fixture(scope="module")
@@ -35,61 +27,12 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> ReviewedSweep:
     return reviewed_sweep(tmp_path_factory.getbasetemp() / "review")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(swept: ReviewedSweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``mlflow server`` on the sweep's store, as the sweep's closing lines say to start it."""
     root = tmp_path_factory.mktemp("ui")
-    port = _free_port()
-    log_path = root / "server.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mlflow", "server"),
-                *("--backend-store-uri", swept.store),
-                *("--artifacts-destination", str(swept.out / "mlartifacts")),
-                *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=root,
-            start_new_session=True,  # its uvicorn worker goes with it
-        )
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(uri, proc, log_path)
+    with mlflow_server(swept.store, swept.out / "mlartifacts", root) as uri:
         yield uri
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Until ``/health`` answers; skip if the server cannot start at all."""
-    deadline = time.monotonic() + START_S
-    while True:
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(f"{uri}/health", timeout=2) as answer,
-        ):
-            if answer.status == 200:
-                return
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.skip(f"mlflow server did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.25)
 
 
 def _get(uri: str, path: str, **query: str) -> Any:

@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.loadertune_sweeper import _fanout, _fleet, _study
 from loadertune.errors import ConfigError
+from tests._mlflow_server import mlflow_server as running_mlflow_server
 from tests.conftest import CONF, FIXTURES, ROOT, with_tiny
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -461,57 +461,14 @@ def pg_database(pg_admin: str) -> Iterator[Callable[[str], str]]:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(
     pg_database: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """A real ``mlflow server`` on a fresh PostgreSQL database, on a free loopback port."""
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    log = (root / "server.log").open("w")
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "mlflow", "server"),
-            *("--backend-store-uri", pg_database("mlflow")),
-            *("--artifacts-destination", str(root / "artifacts")),
-            *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,  # its uvicorn worker goes with it
-    )
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"{uri}/health", timeout=2) as answer,
-            ):
-                if answer.status == 200:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not start:\n{(root / 'server.log').read_text()}")
-            time.sleep(0.25)
+    with running_mlflow_server(pg_database("mlflow"), root / "artifacts", root) as uri:
         yield uri
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def test_heartbeats_let_any_host_fail_a_dead_hosts_trial(

@@ -4,7 +4,7 @@ A recommendation is only as good as the measurements behind it. Three things can
 wrong on a shared machine: another setting that may really be faster than the recommended
 one (the round-by-round ratios do not rule it out), repeats that scatter, and other work that
 took the CPUs while settings were timed. ``high`` needs all three clear: every other setting
-measured again is at most ``FASTER_BY`` faster than the recommendation even at the top of
+measured again is at most ``MARGIN`` faster than the recommendation even at the top of
 its interval, repeats agree within ``SPREAD_MEDIUM``, and other processes left the CPUs
 alone during the verdict and the search. A wrong pick labelled ``high`` is the one outcome
 the thresholds are set against: each can only lower the label.
@@ -17,17 +17,12 @@ import statistics
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ._verdict import Candidate, Recommendation, paired, recommend, unsure
+from loadertune import paired_stats
+from loadertune.paired_stats import MARGIN, RATIO_LOW, RATIO_MEDIUM, SPREAD_LOW, SPREAD_MEDIUM
+
+from ._verdict import Candidate, Recommendation, recommend, unsure
 
 FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
-MARGIN = 0.025  # high: no other setting may be faster by more than this, at its interval's top
-# Two-sided 95% Student t quantiles by degrees of freedom: ``high`` asks that another
-# setting be no more than FASTER_BY faster even at the top of this stricter interval.
-T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-RATIO_MEDIUM = 0.06  # relative range of round-by-round ratios above which: medium
-RATIO_LOW = 0.15  # ... and low
-SPREAD_MEDIUM = 0.25  # relative range of one setting's repeats (drift included): medium
-SPREAD_LOW = 0.50  # ... and low
 BUSY_MEDIUM = 0.10  # share of the usable CPUs other work took above which: medium
 BUSY_LOW = 0.35  # ... and low
 
@@ -81,17 +76,11 @@ def pooled_ratio_sd(cands: list[Candidate]) -> float:
     little to fit.
     """
     measured = [c for c in cands if c.values]
-    shared = set.intersection(*(set(c.rounds or range(len(c.values))) for c in measured))
+    shared = set.intersection(*(set(c.by_round) for c in measured))
     rounds = sorted(shared)
     if len(measured) < 2 or len(rounds) < 2:
         return 0.0
-    table = [
-        [
-            math.log(dict(zip(c.rounds or range(len(c.values)), c.values, strict=True))[r])
-            for r in rounds
-        ]
-        for c in measured
-    ]
+    table = [[math.log(c.by_round[r]) for r in rounds] for c in measured]
     rows = [statistics.mean(row) for row in table]
     cols = [statistics.mean(col) for col in zip(*table, strict=True)]
     grand = statistics.mean(rows)
@@ -103,25 +92,15 @@ def pooled_ratio_sd(cands: list[Candidate]) -> float:
 
 
 def may_be_faster(chosen: Candidate, other: Candidate, pooled_sd: float = 0.0) -> float:
-    """How much faster ``other`` may be than ``chosen``: the top of a 95% interval of their
-    round-by-round time ratio (chosen over other, geometric mean), less 1, with the larger of
-    the pair's own sd and ``pooled_sd`` (:func:`pooled_ratio_sd`). Without two shared rounds,
-    from the extremes of the repeats."""
-    logs = [math.log(r) for r in paired(chosen, other)]
-    if len(logs) < 2:
-        return max(chosen.values) / min(other.values) - 1.0
-    t = T95.get(len(logs) - 1, 2.0)
-    sd = max(statistics.stdev(logs), pooled_sd)
-    return math.exp(statistics.mean(logs) + t * sd / math.sqrt(len(logs))) - 1.0
+    """How much faster ``other`` may be than ``chosen`` at the top of a 95% interval
+    (:func:`loadertune.paired_stats.may_be_faster`), with :func:`pooled_ratio_sd`."""
+    return paired_stats.may_be_faster(chosen.by_round, other.by_round, pooled_sd)
 
 
 def ratio_spread(chosen: Candidate, other: Candidate) -> float:
     """Relative range of the round-by-round ratios of two settings: the noise that pairing
     did not cancel (0 with fewer than two shared rounds)."""
-    ratios = paired(chosen, other)
-    if len(ratios) < 2:
-        return 0.0
-    return (max(ratios) - min(ratios)) / statistics.median(ratios)
+    return paired_stats.ratio_spread(chosen.by_round, other.by_round)
 
 
 def assess(

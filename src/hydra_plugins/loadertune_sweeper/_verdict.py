@@ -10,17 +10,18 @@ a steady 5% gap stands out even while the machine's own speed wanders by 30%.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune import paired_stats
+from loadertune.paired_stats import COVERAGE, NOISE_FLOOR, median_interval, within_noise
 from loadertune.search_rules import workers_of
 
 from ._baselines import Role, role_of
 
-NOISE_FLOOR = 0.02  # never call two settings different on less than this relative gap
+__all__ = ["COVERAGE", "NOISE_FLOOR", "Candidate", "Recommendation", "median_interval"]
 
 
 @dataclass
@@ -52,9 +53,12 @@ class Candidate:
     @property
     def spread(self) -> float:
         """Relative range of the repeats: (max - min) / median."""
-        if len(self.values) < 2:
-            return 0.0
-        return (max(self.values) - min(self.values)) / self.median
+        return paired_stats.spread(self.values)
+
+    @property
+    def by_round(self) -> dict[int, float]:
+        """Its time per sample in each verdict round (rounds 0, 1, .. when none are given)."""
+        return dict(zip(self.rounds or range(len(self.values)), self.values, strict=True))
 
     @property
     def labels(self) -> list[str]:
@@ -108,55 +112,13 @@ class Recommendation:
 
 def paired(a: Candidate, b: Candidate) -> list[float]:
     """``a``'s time over ``b``'s in each round both were measured in."""
-    b_rounds = dict(zip(b.rounds or range(len(b.values)), b.values, strict=True))
-    return [
-        value / b_rounds[r]
-        for r, value in zip(a.rounds or range(len(a.values)), a.values, strict=True)
-        if r in b_rounds
-    ]
-
-
-COVERAGE = 0.75  # how sure the interval around a median ratio is to hold the true ratio
-
-
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """An interval of order statistics that holds the true median with >= ``COVERAGE``.
-
-    Distribution-free: ``[x_(k), x_(n-k+1)]`` covers the median with probability
-    ``1 - 2 P(Binomial(n, 1/2) <= k - 1)``; the largest such ``k`` is used (the whole range
-    for 3 to 5 values, the 2nd to 5th of 6), so the interval narrows as rounds are added.
-    """
-    xs = sorted(values)
-    n = len(xs)
-    k = 1
-    while k + 1 <= (n + 1) // 2:
-        tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n  # P(B <= k)
-        if 1 - 2 * tail < COVERAGE:
-            break
-        k += 1
-    return xs[k - 1], xs[n - k]
+    return paired_stats.paired(a.by_round, b.by_round)
 
 
 def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
-    """(median, low, high, noise) of ``a``'s time over ``b``'s.
-
-    From the rounds' paired ratios when there are two or more: their median, their range,
-    and as the noise how far below the median the true ratio may lie
-    (:func:`median_interval`), at least ``NOISE_FLOOR``. Otherwise from the medians, the
-    extremes of the repeats, and the larger relative range of the two.
-    """
-    ratios = paired(a, b)
-    if len(ratios) >= 2:
-        mid = statistics.median(ratios)
-        low, _ = median_interval(ratios)
-        return mid, min(ratios), max(ratios), max(mid - low, NOISE_FLOOR)
-    noise = max(a.spread, b.spread, NOISE_FLOOR)
-    return (
-        a.median / b.median,
-        min(a.values) / max(b.values),
-        max(a.values) / min(b.values),
-        noise,
-    )
+    """(median, low, high, noise) of ``a``'s time over ``b``'s
+    (:func:`loadertune.paired_stats.compare`)."""
+    return paired_stats.compare(a.by_round, b.by_round)
 
 
 def _cost(c: Candidate) -> tuple[int, float]:
@@ -178,7 +140,7 @@ def recommend(cands: list[Candidate]) -> Recommendation:
         if c is fastest:
             continue
         ratio, _, _, noise = compare(c, fastest)
-        if ratio - noise <= 1 + NOISE_FLOOR:
+        if within_noise(ratio, noise):
             within.append((c, noise))
     chosen, tolerance = min(within, key=lambda ct: _cost(ct[0]))
     speedups = {}
@@ -190,16 +152,11 @@ def recommend(cands: list[Candidate]) -> Recommendation:
 
 
 def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
-    """The noise the repeats showed, never a floor: how far below the median round-by-round
-    ratio of ``chosen`` over ``fastest`` the interval reaches or, when they are one setting,
-    the relative range of its repeats."""
+    """The noise the repeats showed, never a floor: the relative range of the repeats when
+    the pick is the fastest, else :func:`loadertune.paired_stats.measured_noise`."""
     if chosen is fastest:
         return chosen.spread
-    ratios = paired(chosen, fastest)
-    if len(ratios) < 2:
-        return max(chosen.spread, fastest.spread)
-    low, _ = median_interval(ratios)
-    return max(statistics.median(ratios) - low, 0.0)
+    return paired_stats.measured_noise(chosen.by_round, fastest.by_round)
 
 
 def unsure(cands: list[Candidate]) -> list[Candidate]:
@@ -217,6 +174,6 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
         if c is fastest or _cost(c) >= _cost(fastest):
             continue
         ratio, _, _, noise = compare(c, fastest)
-        if ratio > 1 + NOISE_FLOOR and ratio - noise <= 1 + NOISE_FLOOR:
+        if ratio > 1 + NOISE_FLOOR and within_noise(ratio, noise):
             close.append(c)
     return [fastest, *close] if close else []

@@ -4,7 +4,7 @@ Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) �
 ``_driver`` (the loop: timing, switching, settling) → ``_probe`` (one probe loader and its
 faults) · ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence,
 report) · ``_record`` (MLflow, best_loader.yaml) → ``_schedule`` (guess, candidates, rounds)
-→ ``_stats`` (paired ratios, cheapest within noise, confidence).
+→ ``_stats`` (cheapest within noise, confidence, on :mod:`loadertune.paired_stats`).
 """
 
 from __future__ import annotations

@@ -42,8 +42,12 @@ def step_progress(config: RunConfig) -> Iterator[StepCallback]:
     """A progress bar over warm-up and timed steps; yields the ``on_step`` callback.
 
     Timing runs ``trial.steps`` steps at least and more until the rate is known within
-    ``trial.precision``, so past the minimum the bar grows with the steps.
+    ``trial.precision``, so past the minimum the bar grows with the steps. Shown on a
+    terminal only: piped or redirected, a bar would leave an empty line in the log.
     """
+    if not console.is_terminal:
+        yield lambda record, timed: None
+        return
     total = config.trial.warmup_steps + config.trial.steps
     columns = (
         TextColumn("[bold]{task.description}"),

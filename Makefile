@@ -27,8 +27,11 @@ run: setup  ## the main job on the embedded defaults: the default sweep
 trial: setup  ## one trial
 	$(VENV)/bin/loadertune
 
+# Test modules run two at a time (pytest-xdist, a module's tests together so its shared
+# sweeps and servers start once); TEST_WORKERS=0 runs them one after another.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts examples

@@ -27,6 +27,13 @@ TINY = [
 ]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Subprocesses see the environment of a plain ``make test``: pytest-xdist's workers set
+    ``COLUMNS=80``, which would make a sweep's console fold its tables and paragraphs."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
+
 def with_tiny(overrides: Sequence[str]) -> list[str]:
     """``overrides`` after the tiny sizes that apply to the dataset and model they choose."""
     base = list(TINY)

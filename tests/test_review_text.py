@@ -122,3 +122,15 @@ def test_final_table_has_one_row_per_measurement_fastest_first() -> None:
     notes = {r[0]: r[4] for r in rows}
     assert notes == {"1": "also asked as #5", "0": "also asked as #2, #4", "3": "worker_crash"}
     assert rows[0][2:4] == ("loader.num_workers=2", "1.0000")
+
+
+def test_a_note_stays_one_line_on_a_narrow_console() -> None:
+    from rich.console import Console
+
+    from hydra_plugins.loadertune_sweeper._console import SweepView
+
+    view = SweepView.__new__(SweepView)
+    view.console = Console(width=40, record=True, force_terminal=False)
+    text = "the last sweep of this study stopped during its verdict: finishing the verdict now"
+    view.note(text)
+    assert view.console.export_text().splitlines() == [text]

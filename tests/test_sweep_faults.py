@@ -376,15 +376,20 @@ def test_a_verdict_cut_by_kill_9_is_finished_on_the_next_start(tmp_path: Path) -
     ]
     proc = faulty_sweep(tmp_path, *args, wait=False)
     assert proc.stdout is not None
+    seen = []
     for line in proc.stdout:
+        seen.append(line)
         if "verdict: measuring" in line:
             break
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)  # the sweep process, in its verdict
-    proc.communicate()
+    _, first_err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, "".join(seen) + first_err
     _wait_for(lambda: not processes_under(tmp_path), timeout=30)
-    trials_before = len(study_at(tmp_path).trials)
-    assert not (tmp_path / "best_loader.yaml").exists()
+    study = study_at(tmp_path)
+    assert study.user_attrs.get("verdict") == "started", "".join(seen) + first_err
+    trials_before = len(study.trials)
+    assert not list(tmp_path.glob("multirun/*/*/best_loader.yaml"))
 
     again = faulty_sweep(tmp_path, *args)
     out, err = again.communicate()

@@ -1,4 +1,8 @@
-"""What a person watching a sweep sees: one line per trial, then a ranked table."""
+"""What a person watching a sweep sees: one line per trial, then a ranked table.
+
+A line of its own (a trial, a note, a path) is printed whole, however narrow the console:
+the terminal folds it for the eye, and a log or ``grep`` still finds it on one line.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +39,8 @@ class SweepView:
         earlier = len([t for t in study.trials if t.state.is_finished()])
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
-            f"{earlier} earlier trials; running {budget} now; sweep dir {plan.sweep_dir}"
+            f"{earlier} earlier trials; running {budget} now; sweep dir {plan.sweep_dir}",
+            soft_wrap=True,
         )
         if orphans:
             self.note(f"marked FAIL trials left RUNNING by a process that is gone: {orphans}")
@@ -72,10 +77,10 @@ class SweepView:
         self.console.print(verdict_table(rec, cands))
         self.console.print(f"[dim]{ORDER}[/]")
         self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
-        self.console.print(f"exported: {loader}  (use: loadertune loader=best)")
+        self.console.print(f"exported: {loader}  (use: loadertune loader=best)", soft_wrap=True)
 
     def note(self, text: str) -> None:
-        self.console.print(f"[yellow]{text}")
+        self.console.print(f"[yellow]{text}", soft_wrap=True)
 
     def trial(self, index: int, frozen: FrozenTrial, result: TrialResult | None) -> None:
         params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
@@ -92,7 +97,8 @@ class SweepView:
         best = self._best()
         self.console.print(
             f"[{index}/{self.budget}] trial {frozen.number}  {params or '(defaults)'}  ->  "
-            f"{outcome}  [dim]best {best}[/]"
+            f"{outcome}  [dim]best {best}[/]",
+            soft_wrap=True,
         )
 
     def _best(self) -> str:

@@ -85,6 +85,7 @@ def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "trials, fastest first" in proc.stdout
+    assert "A new study created" not in proc.stderr  # Optuna's INFO log is kept quiet
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
     results = (sweep_dir / "optimization_results.yaml").read_text()
     assert "best_params:" in results

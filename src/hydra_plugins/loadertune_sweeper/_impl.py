@@ -121,6 +121,7 @@ class SweepEngine:
     def _open(self, plan: SweepPlan, sampler: Any, pruner: Any) -> optuna.Study:
         """The study, created or resumed, once this host may join it; one line if not."""
         s = self.settings
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" log
         try:
             study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
         except Exception as exc:  # any storage failure: one line, nothing run

@@ -18,8 +18,9 @@ from loadertune.autoloader._schedule import (
     candidates,
     guess_workers,
 )
-from loadertune.autoloader._stats import assess, compare, recommend
+from loadertune.autoloader._stats import assess, recommend
 from loadertune.diagnosis import LABELS
+from loadertune.paired_stats import compare
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper import _baselines, _verdict
 from hydra_plugins.loadertune_sweeper._baselines import Role
+from loadertune import paired_stats
 from loadertune.loader import loader_yaml
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -126,7 +127,7 @@ def test_too_close_to_call_asks_for_more_rounds() -> None:
 @pytest.mark.parametrize(("n", "k"), [(2, 1), (3, 1), (5, 1), (6, 2), (9, 3), (12, 4)])
 def test_median_interval_narrows_with_more_rounds(n: int, k: int) -> None:
     values = [float(i) for i in range(1, n + 1)]
-    assert _verdict.median_interval(values) == (k, n - k + 1)
+    assert paired_stats.median_interval(values) == (k, n - k + 1)
 
 
 def test_rounds_pair_up_when_a_repeat_failed() -> None:

@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from optuna.trial import FrozenTrial, TrialState
 
 from loadertune import paired_stats
-from loadertune.paired_stats import COVERAGE, NOISE_FLOOR, median_interval, within_noise
+from loadertune.paired_stats import NOISE_FLOOR, within_noise
 from loadertune.search_rules import workers_of
 
 from ._baselines import Role, role_of
-
-__all__ = ["COVERAGE", "NOISE_FLOOR", "Candidate", "Recommendation", "median_interval"]
 
 
 @dataclass
@@ -129,9 +127,9 @@ def recommend(cands: list[Candidate]) -> Recommendation:
     """Cheapest (fewest workers, then least memory) whose time is within noise of the best.
 
     A setting is within noise of the fastest when the median of its round-by-round time
-    ratios to the fastest, less the noise (down to the low end of :func:`median_interval`,
-    at least ``NOISE_FLOOR``), is within ``NOISE_FLOOR`` of 1: the gap is not a measured
-    difference.
+    ratios to the fastest, less the noise (down to the low end of
+    :func:`loadertune.paired_stats.median_interval`, at least ``NOISE_FLOOR``), is within
+    ``NOISE_FLOOR`` of 1: the gap is not a measured difference.
     """
     measured = [c for c in cands if c.values]
     fastest = min(measured, key=lambda c: c.median)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from loadertune.paired_stats import COVERAGE, NOISE_FLOOR
 from loadertune.search_rules import plain_key
 
 from ._baselines import Role
-from ._verdict import COVERAGE, NOISE_FLOOR, Candidate, Recommendation, compare
+from ._verdict import Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
     from ._confidence import Assurance

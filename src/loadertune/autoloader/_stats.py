@@ -29,8 +29,6 @@ from loadertune.paired_stats import (
     within_noise,
 )
 
-__all__ = ["Assurance", "Choice", "assess", "compare", "recommend"]
-
 K = TypeVar("K", bound=Hashable)  # what names a setting
 
 

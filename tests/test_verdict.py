@@ -134,7 +134,7 @@ def test_rounds_pair_up_when_a_repeat_failed() -> None:
     fast = _cand(4, [1.0, 1.4])
     fast.rounds = [0, 2]  # round 1 failed
     other = _cand(2, [1.02, 9.0, 1.43])
-    assert _verdict.paired(other, fast) == pytest.approx([1.02, 1.43 / 1.4])
+    assert paired_stats.paired(other.by_round, fast.by_round) == pytest.approx([1.02, 1.43 / 1.4])
 
 
 def test_candidates_are_the_top_and_the_baselines() -> None:

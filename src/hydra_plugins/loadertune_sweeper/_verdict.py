@@ -108,11 +108,6 @@ class Recommendation:
         return self.chosen is self.fastest
 
 
-def paired(a: Candidate, b: Candidate) -> list[float]:
-    """``a``'s time over ``b``'s in each round both were measured in."""
-    return paired_stats.paired(a.by_round, b.by_round)
-
-
 def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
     """(median, low, high, noise) of ``a``'s time over ``b``'s
     (:func:`loadertune.paired_stats.compare`)."""

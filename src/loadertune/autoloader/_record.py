@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, probe_rows
 from loadertune.loader import loader_yaml
+from loadertune.stores import write_text_atomically
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner
@@ -57,7 +58,7 @@ def export(path: str | Path, settings: dict[str, Any], decision: Decision) -> Pa
     """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``."""
     out = Path(path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(loader_yaml(settings, header(decision)))
+    write_text_atomically(out, loader_yaml(settings, header(decision)))
     return out
 
 

@@ -24,7 +24,7 @@ from loadertune.paired_stats import (
     Rounds,
     compare,
     may_be_faster,
-    paired,
+    ratio_spread,
     spread,
     within_noise,
 )
@@ -79,7 +79,7 @@ def assess(choice: Choice[K], times: Mapping[K, Rounds]) -> Assurance:
     n = len(chosen)
     if n < 3:
         reasons.append(("low" if n < 2 else "medium", f"the choice was measured {n} time(s)"))
-    pairing = max((spread(paired(chosen, v)) for v in others.values()), default=0.0)
+    pairing = max((ratio_spread(chosen, v) for v in others.values()), default=0.0)
     if pairing > RATIO_MEDIUM:
         level = "low" if pairing > RATIO_LOW else "medium"
         reasons.append((level, f"round-by-round ratios to it spread {pairing:.0%}"))

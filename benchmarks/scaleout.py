@@ -147,16 +147,16 @@ def wall(
 
 def replay(storage_url: str, n: int) -> list[float]:
     """Seconds of storage traffic for each of ``n`` trials of one sweep, nothing measured."""
-    from hydra_plugins.loadertune_sweeper import _study
+    from hydra_plugins.loadertune_sweeper.study import _storage
 
-    study = _study.open_study(
+    study = _storage.open_study(
         storage_url,
         "replay",
         "minimize",
         optuna.samplers.RandomSampler(seed=0),
         optuna.pruners.NopPruner(),
     )
-    slots = _study.Slots(study, total=n)
+    slots = _storage.Slots(study, total=n)
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -183,12 +183,12 @@ def replay(storage_url: str, n: int) -> list[float]:
 
 RACE = """
 import sys, time, optuna
-from hydra_plugins.loadertune_sweeper import _study
+from hydra_plugins.loadertune_sweeper.study import _storage
 url, mode, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
 while time.time() < start:
     time.sleep(0.001)
 try:
-    optuna.storages.RDBStorage(url) if mode == "plain" else _study._storage(url, 10, 60)
+    optuna.storages.RDBStorage(url) if mode == "plain" else _storage._storage(url, 10, 60)
     print("ok")
 except Exception as exc:
     print(type(exc).__name__)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper._busy import BusyPolicy
-from hydra_plugins.loadertune_sweeper._validate import check_settings
 from hydra_plugins.loadertune_sweeper.config import SweepSettings
+from hydra_plugins.loadertune_sweeper.plan._settings_checks import check_settings
+from hydra_plugins.loadertune_sweeper.trial._busy_machine import BusyPolicy
 from loadertune.errors import ConfigError
 from loadertune.interference import Interference
 

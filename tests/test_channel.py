@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper._runner import Limits, TrialOutcome, _Follower
+from hydra_plugins.loadertune_sweeper.trial._trial_process import Limits, TrialOutcome, _Follower
 from loadertune.channel import MessageKind, TrialChannel, TrialStatus
 from loadertune.timing import StepRecord
 

@@ -6,19 +6,19 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _confidence, _verdict
-from hydra_plugins.loadertune_sweeper._confidence import Confidence
+from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
+from hydra_plugins.loadertune_sweeper.verdict._confidence import Confidence
 from tests.verdict_sim import REGIMES, tally
 
 
-def _cand(workers: int, values: list[float], other: float = 5.0) -> _verdict.Candidate:
+def _cand(workers: int, values: list[float], other: float = 5.0) -> _candidates.Candidate:
     trial = create_trial(
         params={"loader.num_workers": workers},
         distributions={"loader.num_workers": IntDistribution(0, 8)},
         value=min(values),
     )
     trial.number = workers
-    c = _verdict.Candidate(trial, [])
+    c = _candidates.Candidate(trial, [])
     c.values = list(values)
     c.rounds = list(range(len(values)))
     c.memory_mb = [100.0 * (1 + workers)] * len(values)
@@ -27,8 +27,8 @@ def _cand(workers: int, values: list[float], other: float = 5.0) -> _verdict.Can
     return c
 
 
-def _assess(cands: list[_verdict.Candidate]) -> _confidence.Assurance:
-    rec = _verdict.recommend(cands)
+def _assess(cands: list[_candidates.Candidate]) -> _confidence.Assurance:
+    rec = _candidates.recommend(cands)
     return _confidence.assess(rec, cands, cpus=2, repeats=3)
 
 

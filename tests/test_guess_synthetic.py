@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper._guess import (
+from hydra_plugins.loadertune_sweeper.plan._guess import (
     from_default_trial,
     guess,
     widen_cap,

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from loadertune.monitor import ProcessTreeMonitor, ResourceSample, peak_memory_bytes
-from loadertune.sampler import TreeSampler
+from loadertune.tree_sampler import TreeSampler
 
 MB = 2**20
 BURN_S = 0.3  # CPU seconds the child spends, by its own clock

@@ -8,7 +8,7 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _confidence, _verdict
+from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
 from loadertune import paired_stats
 from loadertune.autoloader import _stats
 
@@ -35,13 +35,13 @@ def test_within_noise_is_the_floor_above_one_after_the_noise() -> None:
     assert paired_stats.within_noise(1.05, 0.03)
 
 
-def _candidate(workers: int, rounds: dict[int, float]) -> _verdict.Candidate:
+def _candidate(workers: int, rounds: dict[int, float]) -> _candidates.Candidate:
     trial = create_trial(
         params={"loader.num_workers": workers},
         distributions={"loader.num_workers": IntDistribution(0, 16)},
         value=min(rounds.values()),
     )
-    c = _verdict.Candidate(trial, [])
+    c = _candidates.Candidate(trial, [])
     c.rounds, c.values = list(rounds), list(rounds.values())
     c.memory_mb = [100.0] * len(rounds)
     return c
@@ -56,7 +56,7 @@ def test_sweep_and_autoloader_pick_and_doubt_alike(seed: int) -> None:
     times = {
         w: {r: t * d * rng.gauss(1.0, 0.02) for r, d in enumerate(drift)} for w, t in true.items()
     }
-    rec = _verdict.recommend([_candidate(w, rounds) for w, rounds in times.items()])
+    rec = _candidates.recommend([_candidate(w, rounds) for w, rounds in times.items()])
     choice = _stats.recommend(times, cost={w: float(w) for w in times})
     assert (rec.chosen.workers, rec.fastest.workers) == (choice.chosen, choice.fastest)
     assert rec.tolerance == pytest.approx(choice.noise)

@@ -9,9 +9,9 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper._guess import Bound, Guess
-from hydra_plugins.loadertune_sweeper._report_plots import draw_verdict, verdict_figure
-from hydra_plugins.loadertune_sweeper._verdict import Candidate, candidates
+from hydra_plugins.loadertune_sweeper.plan._guess import Bound, Guess
+from hydra_plugins.loadertune_sweeper.verdict._candidates import Candidate, candidates
+from hydra_plugins.loadertune_sweeper.verdict._figure import draw_verdict, verdict_figure
 
 # (num_workers, ms per sample, baseline label): a loader that 0 workers leaves waiting.
 RECORDED = [
@@ -121,7 +121,7 @@ def test_every_label_is_readable_and_the_pick_is_named_inside_its_panel() -> Non
     import matplotlib.pyplot as plt
     from matplotlib.text import Text
 
-    from hydra_plugins.loadertune_sweeper._report_plots import FONTS
+    from hydra_plugins.loadertune_sweeper.verdict._figure import FONTS
 
     study, cands = recorded_study()
     with plt.rc_context(FONTS):  # the sizes verdict_figure draws with
@@ -148,7 +148,7 @@ def test_optuna_plots_name_the_objective(tmp_path: Path, monkeypatch: pytest.Mon
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as ovm
 
-    from hydra_plugins.loadertune_sweeper import _record
+    from hydra_plugins.loadertune_sweeper.record import _mlflow_runs
 
     names: dict[str, str] = {}
 
@@ -164,5 +164,5 @@ def test_optuna_plots_name_the_objective(tmp_path: Path, monkeypatch: pytest.Mon
         attr = "plot_optimization_history" if name == "history" else f"plot_{name}"
         monkeypatch.setattr(ovm, attr, spy(name))
     study, _ = recorded_study()
-    assert len(_record.save_plots(study, tmp_path)) == 4
+    assert len(_mlflow_runs.save_plots(study, tmp_path)) == 4
     assert names == dict.fromkeys(plots, "time per sample (ms)")

@@ -8,23 +8,23 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from hydra_plugins.loadertune_sweeper import _verdict
-from hydra_plugins.loadertune_sweeper._baselines import Role
-from hydra_plugins.loadertune_sweeper._console import outcome_lines, table_rows
-from hydra_plugins.loadertune_sweeper._verdict_text import ORDER, details, verdict_markdown
+from hydra_plugins.loadertune_sweeper.plan._baselines import Role
+from hydra_plugins.loadertune_sweeper.record._console import outcome_lines, table_rows
+from hydra_plugins.loadertune_sweeper.verdict import _candidates
+from hydra_plugins.loadertune_sweeper.verdict._text import ORDER, details, verdict_markdown
 from loadertune.report import WIDE, wide_console
 from loadertune.tracking import ui_hint
 
 
 def _cand(
     workers: int, search_ms: float, repeats: list[float], roles: list[Role]
-) -> _verdict.Candidate:
+) -> _candidates.Candidate:
     trial = create_trial(
         params={"loader.num_workers": workers},
         distributions={"loader.num_workers": IntDistribution(0, 8)},
         value=search_ms,
     )
-    c = _verdict.Candidate(trial, roles)
+    c = _candidates.Candidate(trial, roles)
     c.values, c.rounds = repeats, list(range(len(repeats)))
     c.samples_per_s = [1000 / v for v in repeats]
     return c
@@ -33,7 +33,7 @@ def _cand(
 def test_no_speed_up_over_the_advice_the_pick_stands_for() -> None:
     default = _cand(0, 1.0, [1.00, 1.01, 0.99], [Role.DEFAULT])
     more = _cand(4, 1.0, [1.00, 1.02, 1.01], [Role.RULE_OF_THUMB])
-    rec = _verdict.recommend([default, more])
+    rec = _candidates.recommend([default, more])
     assert rec.chosen is default  # as fast, and cheaper
     text = "\n".join(details(rec, [default, more]))
     assert "speed-up over default" not in text
@@ -47,8 +47,8 @@ def test_candidates_are_listed_in_the_search_order() -> None:
     top1.rank = 1
     default = _cand(0, 2.0, [2.0, 2.1, 1.9], [Role.DEFAULT])
     cands = [default, top2, top1]
-    rec = _verdict.recommend(cands)
-    from hydra_plugins.loadertune_sweeper._confidence import assess
+    rec = _candidates.recommend(cands)
+    from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
 
     text = verdict_markdown(rec, cands, assess(rec, cands, cpus=2, repeats=3))
     assert text.index("| top 1") < text.index("| top 2") < text.index("| default")
@@ -127,7 +127,7 @@ def test_final_table_has_one_row_per_measurement_fastest_first() -> None:
 def test_a_note_stays_one_line_on_a_narrow_console() -> None:
     from rich.console import Console
 
-    from hydra_plugins.loadertune_sweeper._console import SweepView
+    from hydra_plugins.loadertune_sweeper.record._console import SweepView
 
     view = SweepView.__new__(SweepView)
     view.console = Console(width=40, record=True, force_terminal=False)

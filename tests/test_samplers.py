@@ -24,9 +24,10 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from hydra_plugins.loadertune_sweeper import _samplers, config
-from hydra_plugins.loadertune_sweeper._samplers import create_pruner, create_sampler
-from hydra_plugins.loadertune_sweeper._search_space import parse_params
+from hydra_plugins.loadertune_sweeper import config
+from hydra_plugins.loadertune_sweeper.plan import _samplers
+from hydra_plugins.loadertune_sweeper.plan._samplers import create_pruner, create_sampler
+from hydra_plugins.loadertune_sweeper.plan._search_space import parse_params
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -33,7 +33,8 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from hydra_plugins.loadertune_sweeper import _fanout, _fleet, _study
+from hydra_plugins.loadertune_sweeper.launch import _fanout
+from hydra_plugins.loadertune_sweeper.study import _hosts, _storage
 from loadertune.errors import ConfigError
 from tests._mlflow_server import mlflow_server as running_mlflow_server
 from tests.conftest import CONF, FIXTURES, ROOT, with_tiny
@@ -47,7 +48,7 @@ RUN_PG = "bash scripts/ci_postgres.sh"
 # ---- machine identity ---------------------------------------------------------------------
 
 
-def _print(**changes: Any) -> _fleet.Fingerprint:
+def _print(**changes: Any) -> _hosts.Fingerprint:
     base = {
         "cpu_model": "Xeon 8480",
         "cpus": 224,
@@ -56,11 +57,11 @@ def _print(**changes: Any) -> _fleet.Fingerprint:
         "gpu": "8 x NVIDIA H200",
         "torch": "2.13.0+cu128",
     }
-    return _fleet.Fingerprint(**{**base, **changes})
+    return _hosts.Fingerprint(**{**base, **changes})
 
 
 def test_fingerprint_of_this_host_names_its_class() -> None:
-    mine = _fleet.fingerprint()
+    mine = _hosts.fingerprint()
     assert mine.cpus >= mine.usable_cpus >= 1
     assert mine.memory_gib >= 1
     assert mine.torch.startswith("2.")
@@ -83,32 +84,32 @@ def test_fingerprint_of_this_host_names_its_class() -> None:
 def test_any_difference_changes_the_class_and_is_named(change: dict[str, Any], field: str) -> None:
     other = _print(**change)
     assert other.digest != _print().digest
-    (diff,) = _fleet.differences(_print().as_dict(), other.as_dict())
+    (diff,) = _hosts.differences(_print().as_dict(), other.as_dict())
     assert diff.startswith(field)
 
 
 def test_first_host_stamps_the_study_and_a_different_one_is_refused() -> None:
     study = optuna.create_study(study_name="s")
-    assert _fleet.admit(study, _print()) is None
-    assert study.user_attrs[_fleet.STUDY_FINGERPRINT] == _print().as_dict()
-    assert _fleet.admit(study, _print()) is None  # the same class joins quietly
+    assert _hosts.admit(study, _print()) is None
+    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _print().as_dict()
+    assert _hosts.admit(study, _print()) is None  # the same class joins quietly
     with pytest.raises(ConfigError) as refused:
-        _fleet.admit(study, _print(gpu="8 x NVIDIA A100-SXM4-80GB"))
+        _hosts.admit(study, _print(gpu="8 x NVIDIA A100-SXM4-80GB"))
     line = str(refused.value)
     assert "\n" not in line
     assert line.startswith("hydra.sweeper.force_fingerprint=false: study s was measured on ")
     assert "gpu '8 x NVIDIA H200' here '8 x NVIDIA A100-SXM4-80GB'" in line
     assert "Fix:" in line and "force_fingerprint=true" in line
-    forced = _fleet.admit(study, _print(torch="2.12.0"), force=True)
+    forced = _hosts.admit(study, _print(torch="2.12.0"), force=True)
     assert forced is not None and "torch" in forced
-    assert study.user_attrs[_fleet.STUDY_FINGERPRINT] == _print().as_dict()  # unchanged
+    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _print().as_dict()  # unchanged
 
 
 def test_default_study_name_is_per_machine_class_not_per_host() -> None:
     choices = {"dataset": "synthetic_images", "storage": "local", "model": "simulated"}
-    name = _study.default_study_name(choices, {"trial": {"steps": 4}})
+    name = _storage.default_study_name(choices, {"trial": {"steps": 4}})
     assert name.startswith(
-        f"synthetic_images-local-simulated@{_fleet.fingerprint().machine_class}-"
+        f"synthetic_images-local-simulated@{_hosts.fingerprint().machine_class}-"
     )
     assert socket.gethostname() not in name.split("@")[1]
 
@@ -116,15 +117,15 @@ def test_default_study_name_is_per_machine_class_not_per_host() -> None:
 def test_every_claimed_trial_records_host_and_fingerprint() -> None:
     study = optuna.create_study()
     trial = study.ask()
-    _study.claim(trial)
+    _storage.claim(trial)
     attrs = study.trials[0].user_attrs
-    assert attrs[_study.OWNER_HOST] == socket.gethostname()
-    assert attrs[_study.OWNER_PID] == os.getpid()
-    mine = _fleet.fingerprint()
-    assert attrs[_fleet.TRIAL_MACHINE] == {"class": mine.machine_class, **mine.as_dict()}
-    tags = _fleet.run_tags(attrs)
+    assert attrs[_storage.OWNER_HOST] == socket.gethostname()
+    assert attrs[_storage.OWNER_PID] == os.getpid()
+    mine = _hosts.fingerprint()
+    assert attrs[_hosts.TRIAL_MACHINE] == {"class": mine.machine_class, **mine.as_dict()}
+    tags = _hosts.run_tags(attrs)
     assert tags == {
-        "machine.class": _fleet.fingerprint().machine_class,
+        "machine.class": _hosts.fingerprint().machine_class,
         "machine.sweep_host": socket.gethostname(),
     }
 
@@ -137,7 +138,7 @@ def _study_with(states: list[TrialState], reasons: dict[int, str] | None = None)
     for number, state in enumerate(states):
         trial = study.ask()
         if number in (reasons or {}):
-            trial.set_user_attr(_study.REASON, (reasons or {})[number])
+            trial.set_user_attr(_storage.REASON, (reasons or {})[number])
         if state != TrialState.RUNNING:
             study.tell(trial, 1.0 if state == TrialState.COMPLETE else None, state=state)
     return study
@@ -167,13 +168,13 @@ def test_budget(
     args: tuple[int, int | None, str],
     expected: tuple[int | None, int | None, int],
 ) -> None:
-    budget = _study.Budget.of(*args, _study_with(states, reasons))
+    budget = _storage.Budget.of(*args, _study_with(states, reasons))
     assert (budget.runs, budget.total, budget.shown) == expected
 
 
 def test_slots_hand_out_exactly_the_total() -> None:
     study = optuna.create_study()
-    slots = _study.Slots(study, total=3, poll_s=0.01)
+    slots = _storage.Slots(study, total=3, poll_s=0.01)
     for _ in range(3):
         trial = slots.next()
         assert trial is not None
@@ -188,22 +189,22 @@ def test_a_trial_asked_after_the_last_place_went_is_given_back(
     """Two hosts see one free place at the same moment: the higher trial number yields."""
     study = _study_with([C, C, R])  # trial 2 runs on "another host"
     optuna.trial.Trial(study, study.trials[2]._trial_id).set_user_attr(
-        _study.OWNER_HOST, "node-elsewhere"
+        _storage.OWNER_HOST, "node-elsewhere"
     )
-    real = _study.tally
+    real = _storage.tally
     first = iter([(2, 0)])  # what this host saw before the other host's ask landed
-    monkeypatch.setattr(_study, "tally", lambda s: next(first, None) or real(s))
+    monkeypatch.setattr(_storage, "tally", lambda s: next(first, None) or real(s))
     notes: list[str] = []
     calls = itertools.count()
-    slots = _study.Slots(
+    slots = _storage.Slots(
         study, total=3, stopped=lambda: next(calls) > 3, note=notes.append, poll_s=0.01
     )
     assert slots.next() is None
     given_back = study.trials[3]
     assert given_back.state == TrialState.FAIL
-    assert given_back.user_attrs[_study.REASON] == _study.OVER_BUDGET
+    assert given_back.user_attrs[_storage.REASON] == _storage.OVER_BUDGET
     assert given_back.params == {}
-    assert not _study.counts(given_back)
+    assert not _storage.counts(given_back)
     assert notes and "waiting for 1 trial still running elsewhere" in notes[0]
 
 
@@ -215,23 +216,23 @@ def test_a_place_freed_by_a_dead_sweep_is_taken_again(tmp_path: Path) -> None:
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    dead.set_user_attr(_study.OWNER_HOST, socket.gethostname())
-    dead.set_user_attr(_study.OWNER_PID, int(gone.stdout))
+    dead.set_user_attr(_storage.OWNER_HOST, socket.gethostname())
+    dead.set_user_attr(_storage.OWNER_PID, int(gone.stdout))
     lost: list[list[int]] = []
-    slots = _study.Slots(study, total=2, on_lost=lost.append, poll_s=0.01)
+    slots = _storage.Slots(study, total=2, on_lost=lost.append, poll_s=0.01)
     trial = slots.next()
     assert trial is not None and trial.number == 2
     assert lost == [[1]]
     assert study.trials[1].state == TrialState.FAIL
-    assert study.trials[1].user_attrs[_study.REASON] == _study.INTERRUPTED
+    assert study.trials[1].user_attrs[_storage.REASON] == _storage.INTERRUPTED
 
 
 def test_a_trial_being_claimed_is_not_taken_for_an_orphan() -> None:
     """Another sweep may look between ``ask`` and the last write of ``claim``."""
     study = optuna.create_study()
     fresh, half = study.ask(), study.ask()
-    half.set_user_attr(_study.OWNER_HOST, socket.gethostname())  # pid not written yet
-    assert _study.fail_orphaned_trials(study) == []
+    half.set_user_attr(_storage.OWNER_HOST, socket.gethostname())  # pid not written yet
+    assert _storage.fail_orphaned_trials(study) == []
     assert {t.state for t in study.trials} == {TrialState.RUNNING}
     assert fresh.number == 0
 
@@ -476,19 +477,19 @@ def test_heartbeats_let_any_host_fail_a_dead_hosts_trial(
 ) -> None:
     storage = pg_database("beat")
     sampler, pruner = optuna.samplers.RandomSampler(), optuna.pruners.NopPruner()
-    study = _study.open_study(storage, "s", "minimize", sampler, pruner, heartbeat_s=1, grace_s=1)
+    study = _storage.open_study(storage, "s", "minimize", sampler, pruner, heartbeat_s=1, grace_s=1)
     with warnings.catch_warnings():  # "Heartbeat ... supposed to be used with optimize"
         warnings.simplefilter("ignore", UserWarning)
         silent, beating = study.ask(), study.ask()
     for trial in (silent, beating):  # owned by other hosts: no pid to check from here
-        trial.set_user_attr(_study.OWNER_HOST, "node-elsewhere")
+        trial.set_user_attr(_storage.OWNER_HOST, "node-elsewhere")
         study._storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
     time.sleep(2.5)
     study._storage.record_heartbeat(beating._trial_id)  # type: ignore[attr-defined]
-    assert _study.fail_orphaned_trials(study) == [silent.number]
+    assert _storage.fail_orphaned_trials(study) == [silent.number]
     frozen = study.trials[silent.number]
     assert frozen.state == TrialState.FAIL
-    assert frozen.user_attrs[_study.REASON] == _study.INTERRUPTED
+    assert frozen.user_attrs[_storage.REASON] == _storage.INTERRUPTED
     assert study.trials[beating.number].state == TrialState.RUNNING
     _dispose(study)
 
@@ -553,7 +554,7 @@ def _measuring(storage: optuna.storages.BaseStorage, pid: int) -> bool:
         trials = optuna.load_study(study_name="shared", storage=storage).trials
     except KeyError:  # not created yet
         return False
-    mine = [t for t in trials if t.user_attrs.get(_study.OWNER_PID) == pid]
+    mine = [t for t in trials if t.user_attrs.get(_storage.OWNER_PID) == pid]
     done = any(t.state == TrialState.COMPLETE for t in mine)
     return done and any(t.state == TrialState.RUNNING and t.intermediate_values for t in mine)
 
@@ -575,7 +576,8 @@ def _agree(
     recorded = [
         t
         for t in study.trials
-        if t.state != TrialState.WAITING and t.user_attrs.get(_study.REASON) != _study.OVER_BUDGET
+        if t.state != TrialState.WAITING
+        and t.user_attrs.get(_storage.REASON) != _storage.OVER_BUDGET
     ]
     assert sorted(numbers) == [t.number for t in recorded]
     by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
@@ -617,23 +619,23 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     assert "the study holds its 8 trials" in out
 
     study = optuna.load_study(study_name="shared", storage=watch)
-    counted = [t for t in study.trials if _study.counts(t)]
+    counted = [t for t in study.trials if _storage.counts(t)]
     assert len(counted) == total
     assert all(t.state != TrialState.RUNNING for t in study.trials)
-    (lost,) = [t for t in study.trials if t.user_attrs.get(_study.REASON) == _study.INTERRUPTED]
-    assert lost.user_attrs[_study.OWNER_PID] == a.pid
-    owners = {t.user_attrs[_study.OWNER_PID] for t in counted}
+    (lost,) = [t for t in study.trials if t.user_attrs.get(_storage.REASON) == _storage.INTERRUPTED]
+    assert lost.user_attrs[_storage.OWNER_PID] == a.pid
+    owners = {t.user_attrs[_storage.OWNER_PID] for t in counted}
     assert owners == {a.pid, b.pid}, "both sweeps ran trials of the study"
     for t in counted:
-        assert t.user_attrs[_fleet.TRIAL_MACHINE]["class"] == _fleet.fingerprint().machine_class
-    assert study.user_attrs[_fleet.STUDY_FINGERPRINT] == _fleet.fingerprint().as_dict()
+        assert t.user_attrs[_hosts.TRIAL_MACHINE]["class"] == _hosts.fingerprint().machine_class
+    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _hosts.fingerprint().as_dict()
 
     parents, by_number = _agree(study, mlflow_server, "two-sweeps")
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
-    assert {p.data.tags["machine.class"] for p in parents} == {_fleet.fingerprint().machine_class}
+    assert {p.data.tags["machine.class"] for p in parents} == {_hosts.fingerprint().machine_class}
     killed = next(p for p in parents if p.info.status == "KILLED")
     assert by_number[lost.number].data.tags["mlflow.parentRunId"] == killed.info.run_id
-    assert by_number[lost.number].data.tags["reason"] == _study.INTERRUPTED
+    assert by_number[lost.number].data.tags["reason"] == _storage.INTERRUPTED
     _dispose(study)
 
 
@@ -663,7 +665,7 @@ def test_fan_out_through_submitits_local_executor(
     for k in (0, 1):
         assert (sweep_dir / f"worker{k}" / "optimization_results.yaml").exists()
     study = optuna.load_study(study_name="shared", storage=storage)
-    assert len([t for t in study.trials if _study.counts(t)]) == 4
+    assert len([t for t in study.trials if _storage.counts(t)]) == 4
     parents, _ = _agree(study, mlflow_server, "fan-out")
     assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
     _dispose(study)
@@ -673,7 +675,7 @@ def test_fan_out_through_submitits_local_executor(
 def test_a_host_of_another_class_is_refused_in_one_line(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(storage=storage, study_name="s")
-    study.set_user_attr(_fleet.STUDY_FINGERPRINT, _print().as_dict())
+    study.set_user_attr(_hosts.STUDY_FINGERPRINT, _print().as_dict())
     proc = sweep_process(tmp_path, "hydra.sweeper.study_name=s", f"hydra.sweeper.storage={storage}")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, out + err

@@ -14,7 +14,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from hydra_plugins.loadertune_sweeper._search_space import (
+from hydra_plugins.loadertune_sweeper.plan._search_space import (
     continuous_keys,
     distribution_from_override,
     grid_search_space,

@@ -11,7 +11,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.sweeper import Sweeper
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from hydra_plugins.loadertune_sweeper._plan import render, suggest
+from hydra_plugins.loadertune_sweeper.plan._sweep_plan import render, suggest
 from loadertune.search_rules import applies, suggestion_order
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -147,7 +147,7 @@ def test_exported_configs_join_the_search_path_only_when_present(
 def test_the_number_of_distinct_settings_in_a_space(
     space: dict[str, Any], count: int | None
 ) -> None:
-    from hydra_plugins.loadertune_sweeper._plan import SweepPlan
+    from hydra_plugins.loadertune_sweeper.plan._sweep_plan import SweepPlan
 
     plan = SweepPlan(space, {}, None, False, "", "", Path("."))  # type: ignore[arg-type]
     assert plan.setting_count() == count

@@ -21,7 +21,7 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from hydra_plugins.loadertune_sweeper._answer import error_signature
+from hydra_plugins.loadertune_sweeper.trial._outcome import error_signature
 from loadertune import host_lock, preflight
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
@@ -327,7 +327,7 @@ def test_a_full_or_read_only_output_root_is_one_line(
 
 
 def test_result_files_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
-    from loadertune.stores import write_text_atomically
+    from loadertune.result_stores import write_text_atomically
 
     path = tmp_path / "best_loader.yaml"
     write_text_atomically(path, "old: 1\n")
@@ -608,6 +608,6 @@ def test_a_changed_choice_list_is_one_line_not_a_traceback(tmp_path: Path) -> No
     ],
 )
 def test_a_full_disk_is_told_from_a_full_dev_shm(text: str, full: bool) -> None:
-    from loadertune.stores import says_disk_full
+    from loadertune.result_stores import says_disk_full
 
     assert says_disk_full(text) is full

@@ -7,8 +7,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _baselines, _verdict
-from hydra_plugins.loadertune_sweeper._baselines import Role
+from hydra_plugins.loadertune_sweeper.plan import _baselines
+from hydra_plugins.loadertune_sweeper.plan._baselines import Role
+from hydra_plugins.loadertune_sweeper.verdict import _candidates
 from loadertune import paired_stats
 from loadertune.loader import loader_yaml
 
@@ -68,8 +69,8 @@ def test_doubling_continues_only_while_it_helps(
 
 def _cand(
     workers: int, values: list[float], memory: float = 100.0, roles: list[Role] | None = None
-) -> _verdict.Candidate:
-    c = _verdict.Candidate(_trial(workers, min(values)), roles or [])
+) -> _candidates.Candidate:
+    c = _candidates.Candidate(_trial(workers, min(values)), roles or [])
     c.values = values
     c.memory_mb = [memory] * len(values)
     c.samples_per_s = [1000 / v for v in values]
@@ -80,7 +81,7 @@ def test_recommends_the_cheapest_within_noise() -> None:
     fast = _cand(4, [1.00, 1.02, 0.98])
     close = _cand(2, [1.03, 1.01, 1.05])  # 1.03, 0.99, 1.07 of the fastest, round by round
     slow = _cand(0, [2.0, 2.1, 1.9], roles=[Role.DEFAULT])
-    rec = _verdict.recommend([fast, close, slow])
+    rec = _candidates.recommend([fast, close, slow])
     assert rec.fastest is fast
     assert rec.chosen is close
     assert rec.tolerance == pytest.approx(1.03 - 1.01 / 1.02)  # median less the lowest
@@ -93,7 +94,7 @@ def test_recommends_the_cheapest_within_noise() -> None:
 def test_a_real_gap_is_not_noise() -> None:
     fast = _cand(4, [1.00, 1.01, 0.99])
     slower = _cand(2, [1.20, 1.21, 1.19])
-    assert _verdict.recommend([fast, slower]).chosen is fast
+    assert _candidates.recommend([fast, slower]).chosen is fast
 
 
 def test_a_steady_gap_shows_through_the_machines_drift() -> None:
@@ -101,27 +102,27 @@ def test_a_steady_gap_shows_through_the_machines_drift() -> None:
     # repeats range over 33%, but round by round the 2-worker setting is 6% slower every time.
     fast = _cand(4, [1.0, 1.2, 1.4])
     cheaper = _cand(2, [1.06, 1.27, 1.484])
-    assert _verdict.recommend([fast, cheaper]).chosen is fast
-    assert _verdict.compare(cheaper, fast)[0] == pytest.approx(1.06, abs=0.002)
+    assert _candidates.recommend([fast, cheaper]).chosen is fast
+    assert _candidates.compare(cheaper, fast)[0] == pytest.approx(1.06, abs=0.002)
 
 
 def test_slower_in_every_round_is_slower_however_noisy() -> None:
     # 0 workers 20% to 60% slower round by round: noisy, but never close to the fastest.
     fast = _cand(3, [1.0, 1.0, 1.0])
     zero = _cand(0, [1.2, 1.39, 1.59])
-    assert _verdict.recommend([fast, zero]).chosen is fast
-    assert _verdict.unsure([fast, zero]) == []
+    assert _candidates.recommend([fast, zero]).chosen is fast
+    assert _candidates.unsure([fast, zero]) == []
 
 
 def test_too_close_to_call_asks_for_more_rounds() -> None:
     fast = _cand(6, [1.0, 1.0, 1.0])
     cheaper = _cand(5, [1.0, 1.05, 1.10])  # 5% slower at the median, 0% to 10% by round
-    assert _verdict.unsure([fast, cheaper]) == [fast, cheaper]
+    assert _candidates.unsure([fast, cheaper]) == [fast, cheaper]
     # Three more rounds at 5-6% slower settle it: measurably slower.
     fast.values += [1.0, 1.0, 1.0]
     cheaper.values += [1.05, 1.06, 1.05]
-    assert _verdict.unsure([fast, cheaper]) == []
-    assert _verdict.recommend([fast, cheaper]).chosen is fast
+    assert _candidates.unsure([fast, cheaper]) == []
+    assert _candidates.recommend([fast, cheaper]).chosen is fast
 
 
 @pytest.mark.parametrize(("n", "k"), [(2, 1), (3, 1), (5, 1), (6, 2), (9, 3), (12, 4)])
@@ -141,7 +142,7 @@ def test_candidates_are_the_top_and_the_baselines() -> None:
     trials = [_trial(0, 3.0, "default"), _trial(1, 1.0), _trial(2, 2.0), _trial(3, 1.5)]
     for number, t in enumerate(trials):
         t.number = number
-    got = _verdict.candidates(trials, top=2)
+    got = _candidates.candidates(trials, top=2)
     assert [(c.workers, c.labels) for c in got] == [
         (0, ["default (0 workers)"]),
         (1, ["top 1"]),
@@ -198,7 +199,7 @@ GUESS = {
     ],
 )
 def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -> None:
-    from hydra_plugins.loadertune_sweeper._guess import guess
+    from hydra_plugins.loadertune_sweeper.plan._guess import guess
 
     g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
     assert (g.workers, g.bound) == (workers, bound)
@@ -238,7 +239,7 @@ def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -
     ],
 )
 def test_guess_sets_the_workers_range(change: dict[str, float], space: int, searched: int) -> None:
-    from hydra_plugins.loadertune_sweeper._guess import guess, workers_range
+    from hydra_plugins.loadertune_sweeper.plan._guess import guess, workers_range
 
     g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
     assert workers_range(g, 0, space) == (0, searched)
@@ -247,8 +248,8 @@ def test_guess_sets_the_workers_range(change: dict[str, float], space: int, sear
 def test_ranges_stay_on_the_step_and_guesses_snap_to_a_point() -> None:
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
-    from hydra_plugins.loadertune_sweeper._baselines import nearest
-    from hydra_plugins.loadertune_sweeper._guess import guess, workers_range
+    from hydra_plugins.loadertune_sweeper.plan._baselines import nearest
+    from hydra_plugins.loadertune_sweeper.plan._guess import guess, workers_range
 
     g = guess(**{**GUESS, "load_ms_per_batch": 70.0, "cpu_share_of_loading": 0.1})
     assert g.workers == 7
@@ -263,8 +264,8 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
 
     from rich.console import Console
 
-    from hydra_plugins.loadertune_sweeper._console import SweepView
-    from hydra_plugins.loadertune_sweeper._guess import Bound, Guess, WorkersRange
+    from hydra_plugins.loadertune_sweeper.plan._guess import Bound, Guess, WorkersRange
+    from hydra_plugins.loadertune_sweeper.record._console import SweepView
 
     default = _cand(0, [2.0, 2.1, 1.9], roles=[Role.DEFAULT])
     thumb = _cand(6, [1.00, 1.02, 0.98], memory=900.0, roles=[Role.RULE_OF_THUMB])
@@ -273,7 +274,7 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
     chosen.rank = 2
     chosen.bottleneck = "cpu-bound loading"
     chosen.why = "decoding keeps 95% of the 2 usable CPUs busy."
-    rec = _verdict.recommend([default, thumb, chosen])
+    rec = _candidates.recommend([default, thumb, chosen])
     assert rec.chosen is chosen
     view = SweepView.__new__(SweepView)
     view.console = Console(width=80, record=True, force_terminal=False)
@@ -286,7 +287,7 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
         bound=Bound.CPUS,
     )
     ranged = WorkersRange("loader.num_workers", (0, 4, 1), 2)
-    from hydra_plugins.loadertune_sweeper._confidence import assess
+    from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
 
     assurance = assess(rec, [default, thumb, chosen], cpus=2, repeats=3)
     view.verdict(rec, [default, thumb, chosen], assurance, Path("best.yaml"), guess, ranged)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper import _confidence, _verdict
+from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
 
 REPEATS = 3
 CPUS = 2
@@ -42,14 +42,14 @@ REGIMES = {
 }
 
 
-def _candidate(workers: int, true_ms: float, number: int) -> _verdict.Candidate:
+def _candidate(workers: int, true_ms: float, number: int) -> _candidates.Candidate:
     trial = create_trial(
         params={"loader.num_workers": workers},
         distributions={"loader.num_workers": IntDistribution(0, 64)},
         value=true_ms,
     )
     trial.number = number
-    return _verdict.Candidate(trial, [])
+    return _candidates.Candidate(trial, [])
 
 
 def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence, bool]:
@@ -59,7 +59,7 @@ def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence,
     truth = {w: 1.0 + rng.choice(gaps) for w in workers}
     cands = [_candidate(w, truth[w], i) for i, w in enumerate(workers)]
 
-    def measure(round_: int, which: list[_verdict.Candidate]) -> None:
+    def measure(round_: int, which: list[_candidates.Candidate]) -> None:
         speed = rng.lognormvariate(0, regime.drift)
         for c in which:
             c.values.append(truth[c.workers] * speed * rng.lognormvariate(0, regime.noise))
@@ -75,7 +75,7 @@ def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence,
         if not open_:
             break
         measure(REPEATS + extra, open_)
-    rec = _verdict.recommend(cands)
+    rec = _candidates.recommend(cands)
     level = _confidence.assess(rec, cands, CPUS, REPEATS).level
     wrong = truth[rec.chosen.workers] > (1 + _confidence.FASTER_BY) * min(truth.values())
     return level, wrong

@@ -72,7 +72,7 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
     from loadertune.failures import InfeasibleSetting, TrialFailure
     from loadertune.host_lock import HostBusy, timing_lock
     from loadertune.report import step_progress
-    from loadertune.stores import StoreUnavailable
+    from loadertune.result_stores import StoreUnavailable
     from loadertune.trial import run_trial
     from loadertune.validation import validate
 
@@ -96,7 +96,7 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
 
 def _check_stores(config: RunConfig) -> None:
     """The output root writable, the tracking server answering: before the trial runs."""
-    from loadertune.stores import check_tracking_server, check_writable
+    from loadertune.result_stores import check_tracking_server, check_writable
     from loadertune.tracking import tracking_uri
 
     check_writable(config.paths.output_root)
@@ -160,7 +160,7 @@ def main() -> None:
     """Console-script entry point: the output root checked first, since Hydra writes there
     before anything else runs (a read-only or full disk: one line, exit status 5)."""
     from loadertune.exit_status import ExitStatus
-    from loadertune.stores import StoreUnavailable, check_writable
+    from loadertune.result_stores import StoreUnavailable, check_writable
 
     sys.argv = sweeper_shortcuts(sys.argv)
     if not {"--help", "-h", "--cfg", "-c", "--info", "--shell-completion"} & set(sys.argv):

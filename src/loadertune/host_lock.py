@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from loadertune.errors import ConfigError
-from loadertune.stores import write_text_atomically
+from loadertune.result_stores import write_text_atomically
 
 MODES = ("wait", "refuse", "off")
 ENV_DIR = "LOADERTUNE_LOCK_DIR"

@@ -8,8 +8,8 @@ as the growth seen between samples would carry it past the budget before the nex
 every time, PSS (milliseconds a process, the figure the budget is about) only now and then,
 when the tree's members change and near the budget. In between, PSS is estimated as RSS less
 the shared pages the last PSS reading found double-counted: a leak is private memory, so it
-grows both alike. Both the sweep (``_runner._MemoryGuard``, from the sweep process) and a
-single trial (:class:`TrialMemoryWatch`, a thread in the trial process) use it.
+grows both alike. Both the sweep (``trial._trial_process._MemoryGuard``, from the sweep
+process) and a single trial (:class:`TrialMemoryWatch`, a thread in the trial process) use it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ class TrialResult:
         summary: the timed window's figures (the objective is ``time_per_sample_ms``).
         steps: every timed step, in order (warm-up steps excluded).
         resources: process-tree samples over the whole trial (CPU in every one, memory in
-            some: :mod:`loadertune.sampler`).
+            some: :mod:`loadertune.tree_sampler`).
         first_batch_s: from creating the iterator to the first batch (worker start-up).
         effective_loader: the settings that took effect (``pin_memory`` is off without an
             accelerator, whatever was asked).

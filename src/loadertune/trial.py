@@ -19,10 +19,10 @@ from loadertune.loader import tensors_in, to_device
 from loadertune.monitor import peak_memory_bytes
 from loadertune.precision import StopRule, rate_ci
 from loadertune.result import TrialResult
-from loadertune.sampler import SamplerReport, TreeSampler
 from loadertune.steady_state import stream_sampler, warmup_steps
 from loadertune.timing import StepRecord, StepTimer, summarize
 from loadertune.torch_rules import in_flight
+from loadertune.tree_sampler import SamplerReport, TreeSampler
 from loadertune.validation import validate
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _measure(
     on_step: StepCallback | None,
 ) -> _Measured:
     """The first batch, the warm-up, then the timed window, with the process tree sampled
-    from a process of its own (:mod:`loadertune.sampler`)."""
+    from a process of its own (:mod:`loadertune.tree_sampler`)."""
     from loadertune.models import split_batch
 
     eff = workload.effective

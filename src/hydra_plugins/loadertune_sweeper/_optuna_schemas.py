@@ -1,7 +1,7 @@
 """Schemas of Optuna's samplers and pruners: groups ``hydra/sweeper/sampler`` and ``/pruner``.
 
 Each names an Optuna class by its ``_target_`` string, without importing Optuna, and lists the
-options the sweeper passes on once it knows the search space (``_samplers.create_sampler``).
+options the sweeper passes on once it knows the search space (``plan/_samplers.create_sampler``).
 Every option is checked against Optuna >= 4 (verified on 5.0.0).
 """
 

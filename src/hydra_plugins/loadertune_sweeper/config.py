@@ -9,7 +9,7 @@ checked against Optuna >= 4 (verified on 5.0.0): samplers and pruners are chosen
 Hydra imports every public module under ``hydra_plugins`` at every start, so this module
 imports only Hydra and the standard library: the ``_target_`` strings name Optuna classes
 without importing Optuna. The sweeper builds the sampler and pruner from these nodes later
-(see ``_samplers.create_sampler``), once it knows the search space.
+(see ``plan/_samplers.create_sampler``), once it knows the search space.
 """
 
 # No "from __future__ import annotations": Hydra's plugin scanner loads this module without
@@ -53,8 +53,9 @@ class SweepSettings:
     Key names match the official Optuna sweeper (``direction``, ``storage``, ``study_name``,
     ``n_trials``, ``n_jobs``, ``max_failure_rate``, ``params``, ``custom_search_space``,
     ``sampler``) so its configs and documentation carry over. The numeric settings are typed
-    Any on purpose: the sweeper checks their types and ranges itself (see ``_validate.py``) so
-    a bad value gets one line naming the key and the fix, rather than Hydra's multi-line
+    Any on purpose: the sweeper checks their types and ranges itself (see
+    ``plan/_settings_checks.py``) so a bad value gets one line naming the key and the fix,
+    rather than Hydra's multi-line
     composition error.
     """
 

@@ -1,7 +1,7 @@
 """The Hydra sweeper ``hydra/sweeper=loadertune``: an Optuna study over loader settings.
 
 This module is imported at every Hydra start, so it stays light: the engine (Optuna, MLflow,
-torch) starts in ``_entry`` and is imported only when a sweep runs.
+torch) starts in ``launch._start`` and is imported only when a sweep runs.
 """
 
 from typing import Any
@@ -29,7 +29,7 @@ class LoadertuneSweeper(Sweeper):
         self._context = (hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> None:
-        from ._entry import start
+        from .launch._start import start
 
         assert self._context is not None
         start(SweepSettings(**self._settings), *self._context, arguments)

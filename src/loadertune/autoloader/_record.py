@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, probe_rows
 from loadertune.loader import loader_yaml
-from loadertune.stores import write_text_atomically
+from loadertune.result_stores import write_text_atomically
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner

@@ -1,7 +1,7 @@
 """One trial, answered and recorded: refused, repeated or measured; then told and kept.
 
-A claimed trial's settings become overrides (``_plan``); a setting that cannot be valid is
-refused (PRUNED, ``invalid_config``), settings equal in effect to an earlier trial's are
+A claimed trial's settings become overrides (``plan._sweep_plan``); a setting that cannot be
+valid is refused (PRUNED, ``invalid_config``), settings equal in effect to an earlier trial's are
 answered from that measurement (``repeat_of``), the rest are measured in a trial process.
 Then Optuna is told, and MLflow and the console get the record.
 """
@@ -24,14 +24,15 @@ from loadertune.failures import INFEASIBLE
 from loadertune.search_rules import effective_key
 from loadertune.validation import validate
 
-from . import _fleet, _optuna_private, _study
-from ._plan import Composer, SweepPlan, overrides, suggest
-from ._runner import TrialOutcome
-from ._study import REPEAT_OF
+from .. import _optuna_private
+from ..plan._sweep_plan import Composer, SweepPlan, overrides, suggest
+from ..study import _hosts, _storage
+from ..study._storage import REPEAT_OF
+from ._trial_process import TrialOutcome
 
 if TYPE_CHECKING:
-    from ._console import SweepView
-    from ._record import SweepRecorder
+    from ..record._console import SweepView
+    from ..record._mlflow_runs import SweepRecorder
 
 EFFECTIVE_KEY = "effective_key"
 
@@ -149,7 +150,7 @@ def tell_and_record(
     """Tell Optuna, then record the trial in MLflow and on the console."""
     trial, outcome = v.trial, v.outcome
     if v.reason:
-        trial.set_user_attr(_study.REASON, v.reason)
+        trial.set_user_attr(_storage.REASON, v.reason)
     if v.error:
         trial.set_user_attr("error", v.error[-4000:])
     if outcome is not None:
@@ -158,7 +159,7 @@ def tell_and_record(
         study, trial, v.value if v.state == TrialState.COMPLETE else None, v.state
     )
     tags = {"reason": v.reason} if v.reason else {}
-    tags.update(_fleet.run_tags(frozen.user_attrs))
+    tags.update(_hosts.run_tags(frozen.user_attrs))
     if v.repeat_of is not None:
         tags["repeat_of"] = str(v.repeat_of.number)
     if outcome is not None and (outcome.leaked_processes or outcome.shm_files_removed):

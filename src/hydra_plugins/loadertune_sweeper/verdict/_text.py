@@ -1,6 +1,6 @@
 """The verdict in words: the markdown of ``verdict.md``, the terminal table, the loader YAML.
 
-Statistics live in ``_verdict``; this module only says what they found.
+Statistics live in ``_candidates``; this module only says what they found.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from loadertune.paired_stats import COVERAGE, NOISE_FLOOR
 from loadertune.search_rules import plain_key
 
-from ._baselines import Role
-from ._verdict import Candidate, Recommendation, compare
+from ..plan._baselines import Role
+from ._candidates import Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
+    from ..plan._guess import Guess, WorkersRange
     from ._confidence import Assurance
-    from ._guess import Guess, WorkersRange
 
 
 def verdict_markdown(

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.loader import loader_yaml
 from loadertune.machine import usable_cpus
-from loadertune.stores import write_text_atomically
+from loadertune.result_stores import write_text_atomically
 
-from . import _verdict, _verdict_text
-from ._baselines import Role
+from ..plan._baselines import Role
+from ..plan._guess import study_guess, study_range
+from . import _candidates, _text
+from ._candidates import Candidate, Recommendation
 from ._confidence import Assurance, assess, still_open
-from ._guess import study_guess, study_range
-from ._verdict import Candidate, Recommendation
 
 if TYPE_CHECKING:
     import optuna
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from loadertune.config import RunConfig
     from loadertune.result import TrialResult
 
-    from ._plan import SweepPlan
+    from ..plan._sweep_plan import SweepPlan
 
 # A verdict round times exactly trial.steps steps: its precision comes from the repeats,
 # compared round by round, not from a longer window.
@@ -54,7 +54,7 @@ class Verdict:
     @property
     def guess_measured_ms(self) -> float | None:
         """The measured time per sample of the model-based guess's setting."""
-        guessed = _verdict.with_role(self.cands, Role.MODEL_GUESS)
+        guessed = _candidates.with_role(self.cands, Role.MODEL_GUESS)
         return guessed.median if guessed else None
 
 
@@ -75,7 +75,7 @@ class VerdictRun:
 
         None when there is nothing to compare or the sweep was stopped.
         """
-        cands = _verdict.candidates(self.study.trials, top)
+        cands = _candidates.candidates(self.study.trials, top)
         if not cands:
             return None
         self.note(f"verdict: measuring {len(cands)} settings {repeats} times each, interleaved")
@@ -126,28 +126,20 @@ class VerdictRun:
     def _conclude(self, cands: list[Candidate], repeats: int) -> Verdict:
         """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
         ``loader=best``."""
-        from ._report_plots import verdict_figure
+        from ._figure import verdict_figure
 
-        rec = _verdict.recommend(cands)
+        rec = _candidates.recommend(cands)
         assurance = assess(rec, cands, usable_cpus(), repeats, search_busy(self.study))
         guess = study_guess(self.study)
-        text = _verdict_text.verdict_markdown(
+        text = _text.verdict_markdown(
             rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
         sweep_dir = self.plan.sweep_dir
         write_text_atomically(sweep_dir / "verdict.md", text)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
-        loader_file = export(self.plan, rec, assurance, config)
+        loader_file, settings = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
-        return Verdict(rec, cands, assurance, text, loader_file, written_settings(loader_file))
-
-
-def written_settings(loader_file: Path) -> dict[str, Any]:
-    """The loader settings as exported, read back: the keys the file has, whatever they are."""
-    from omegaconf import OmegaConf
-
-    data = OmegaConf.to_container(OmegaConf.load(loader_file))
-    return {str(k): v for k, v in data.items()} if isinstance(data, dict) else {}
+        return Verdict(rec, cands, assurance, text, loader_file, settings)
 
 
 def search_busy(study: optuna.Study) -> list[float]:
@@ -166,19 +158,22 @@ def search_busy(study: optuna.Study) -> list[float]:
     ]
 
 
-def export(plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: RunConfig) -> Path:
-    """Write the recommended loader settings (``config``'s) where configs and code find them."""
+def export(
+    plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: RunConfig
+) -> tuple[Path, dict[str, Any]]:
+    """Write the recommended loader settings (``config``'s) where configs and code find them;
+    return the ``loader=best`` file and the settings written to it."""
     from loadertune.loader import effective_settings
 
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
-    header = [*_export_header(plan, rec), *_verdict_text.confidence_lines(assurance)]
+    header = [*_export_header(plan, rec), *_text.confidence_lines(assurance)]
     text = loader_yaml(settings, header)
     write_text_atomically(plan.sweep_dir / "best_loader.yaml", text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"
     group.mkdir(parents=True, exist_ok=True)
     write_text_atomically(group / "best.yaml", text)
-    return group / "best.yaml"
+    return group / "best.yaml", settings
 
 
 def _export_header(plan: SweepPlan, rec: Recommendation) -> list[str]:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from loadertune.result import TrialResult
 
-    from ._plan import SweepPlan
+    from ._sweep_plan import SweepPlan
 
 NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
 GUESS_ATTR = "guess"  # study user attr: the guess, as a dict

@@ -31,15 +31,15 @@ from loadertune.search_rules import (
     workers_of,
 )
 
-from . import _study
+from ..study import _storage
 from ._search_space import parse_params
-from ._validate import check_settings
+from ._settings_checks import check_settings
 
 if TYPE_CHECKING:
     import optuna
     from hydra.types import HydraContext
 
-    from .config import SweepSettings
+    from ..config import SweepSettings
 
 
 MAX_ENUMERATED = 100_000  # a space with more points than this is not counted
@@ -137,7 +137,7 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     base = to_run_config(base_cfg)
     validate(base)
     accelerator = torch.device(resolve_device(base.trial.device)).type in ("cuda", "xpu")
-    storage = _study.absolute_storage(settings.storage, base.paths.output_root)
+    storage = _storage.absolute_storage(settings.storage, base.paths.output_root)
     name = settings.study_name or _study_name(base, base_cfg, space)
     # Settings that cannot act on this device are not searched at all (not even by a grid).
     noop = [k for k in space if not applies(k, 1, accelerator)]
@@ -166,7 +166,7 @@ def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) ->
         section, _, name = key.partition(".")
         if measured[section].get(name) is None:
             measured[section].pop(name, None)
-    return _study.default_study_name(choices, measured)
+    return _storage.default_study_name(choices, measured)
 
 
 NOT_IDENTITY = ("trial.host_lock", "trial.memory_budget_mb")

@@ -19,7 +19,7 @@ from loadertune import paired_stats
 from loadertune.paired_stats import NOISE_FLOOR, within_noise
 from loadertune.search_rules import workers_of
 
-from ._baselines import Role, role_of
+from ..plan._baselines import Role, role_of
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A sweep killed with -9, by the OOM killer or a full disk never ends its parent run, and a
 child run it was writing stays RUNNING too, whatever phase it died in (a trial, the
-verdict, the export). Optuna's orphaned trials are failed elsewhere (``_study``); this is
+verdict, the export). Optuna's orphaned trials are failed elsewhere (``study._storage``); this is
 MLflow's half. A parent counts as dead when it ran on this host and its process is gone,
 or, while this sweep holds the host's timing lock, whatever its process: no other sweep can
 be timing here then. Its RUNNING children are closed with it, and so is a child whose parent
@@ -20,13 +20,14 @@ import psutil
 
 from loadertune.machine import usable_cpus
 
-from . import _baselines, _optuna_private
-from ._baselines import Role
+from .. import _optuna_private
+from ..plan import _baselines
+from ..plan._baselines import Role
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from ._record import SweepRecorder
+    from ..record._mlflow_runs import SweepRecorder
 
 PID_TAG = "loadertune.pid"
 CLOSED_TAG = "loadertune.closed"

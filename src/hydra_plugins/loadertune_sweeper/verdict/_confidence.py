@@ -20,7 +20,7 @@ from enum import Enum
 from loadertune import paired_stats
 from loadertune.paired_stats import MARGIN, RATIO_LOW, RATIO_MEDIUM, SPREAD_LOW, SPREAD_MEDIUM
 
-from ._verdict import Candidate, Recommendation, recommend, unsure
+from ._candidates import Candidate, Recommendation, recommend, unsure
 
 FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
 BUSY_MEDIUM = 0.10  # share of the usable CPUs other work took above which: medium

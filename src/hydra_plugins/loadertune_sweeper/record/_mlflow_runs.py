@@ -22,14 +22,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.result import TrialResult
-from loadertune.stores import write_text_atomically
+from loadertune.result_stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
 
-from . import _fleet
+from ..study import _hosts
+from . import _verdict_record
 
 if TYPE_CHECKING:
-    from ._guess import Guess
-    from ._verdict_run import Verdict
+    from ..plan._guess import Guess
+    from ..verdict._rounds import Verdict
 
 _log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class SweepRecorder:
             self.experiment_id,
             run_name=f"sweep {study.study_name} on {socket.gethostname()}",
             tags={
-                **_fleet.host_tags(),
+                **_hosts.host_tags(),
                 "loadertune.kind": "sweep",
                 "optuna.study_name": study.study_name,
                 "optuna.storage": storage,
@@ -231,11 +232,9 @@ class SweepRecorder:
 
     def log_verdict(self, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None) -> None:
         """Keep the verdict's pick for the results file; record it on the parent and child
-        runs (:func:`._record_verdict.log_verdict`)."""
-        from . import _record_verdict
-
-        self.recommended = _record_verdict.recommended_block(verdict, sweep_dir)
-        _record_verdict.log_verdict(self, verdict, sweep_dir, guess)
+        runs (:func:`._verdict_record.log_verdict`)."""
+        self.recommended = _verdict_record.recommended_block(verdict, sweep_dir)
+        _verdict_record.log_verdict(self, verdict, sweep_dir, guess)
 
     def landing(self) -> list[str]:
         """How to open this sweep in MLflow's UI: the parent run's URL on a tracking

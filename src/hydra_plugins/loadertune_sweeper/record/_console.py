@@ -21,10 +21,10 @@ from loadertune.report import wide_console
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
-    from ._confidence import Assurance
-    from ._guess import Guess, WorkersRange
-    from ._plan import SweepPlan
-    from ._verdict import Candidate, Recommendation
+    from ..plan._guess import Guess, WorkersRange
+    from ..plan._sweep_plan import SweepPlan
+    from ..verdict._candidates import Candidate, Recommendation
+    from ..verdict._confidence import Assurance
 
 
 class SweepView:
@@ -68,7 +68,7 @@ class SweepView:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        from ._verdict_text import ORDER, confidence_lines, details, headline, verdict_table
+        from ..verdict._text import ORDER, confidence_lines, details, headline, verdict_table
 
         self.console.print(Markdown(headline(rec)))
         colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]

@@ -11,15 +11,30 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loadertune.search_rules import plain_key
 
 if TYPE_CHECKING:
-    from ._guess import Guess
-    from ._record import SweepRecorder
-    from ._verdict import Candidate
-    from ._verdict_run import Verdict
+    from mlflow import MlflowClient
+
+    from ..plan._guess import Guess
+    from ..verdict._candidates import Candidate
+    from ..verdict._rounds import Verdict
+
+
+class SweepRuns(Protocol):
+    """What the verdict needs of the sweep's MLflow record: its client, its parent run, and
+    the child run of a trial (``_mlflow_runs.SweepRecorder`` is one)."""
+
+    enabled: bool
+    parent_id: str | None
+
+    @property
+    def client(self) -> MlflowClient: ...
+
+    def run_of(self, number: int) -> str | None: ...
+
 
 RECOMMENDED_TAG = "recommended"
 
@@ -42,7 +57,7 @@ def recommended_block(verdict: Verdict, sweep_dir: Path) -> dict[str, Any]:
 
 
 def log_verdict(
-    recorder: SweepRecorder, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None
+    recorder: SweepRuns, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None
 ) -> None:
     """The verdict on the parent run and on each candidate's child run.
 
@@ -96,7 +111,7 @@ def log_verdict(
 
 
 def _mark_children(
-    recorder: SweepRecorder, cands: list[Candidate], chosen: Candidate, now: int
+    recorder: SweepRuns, cands: list[Candidate], chosen: Candidate, now: int
 ) -> None:
     """Each measured candidate's child run gets its verdict figures; the pick, its tag."""
     from mlflow.entities import Metric, RunTag

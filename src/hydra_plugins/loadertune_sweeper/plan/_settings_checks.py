@@ -8,7 +8,7 @@ from loadertune.errors import ConfigError
 from loadertune.host_lock import check_mode
 
 if TYPE_CHECKING:
-    from .config import SweepSettings
+    from ..config import SweepSettings
 
 _KEY = "hydra.sweeper"
 BUSY_MODES = ("warn", "wait", "ignore")

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.config import RunConfig, to_run_config
 
-from ._busy import BusyPolicy
-from ._plan import Composer
-from ._runner import Limits, TrialOutcome, run_trial_process
+from ..plan._sweep_plan import Composer
+from ._busy_machine import BusyPolicy
+from ._trial_process import Limits, TrialOutcome, run_trial_process
 
 if TYPE_CHECKING:
     import optuna
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from loadertune.result import TrialResult
 
-    from .config import SweepSettings
+    from ..config import SweepSettings
 
 
 @dataclass

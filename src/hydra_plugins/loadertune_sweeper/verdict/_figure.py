@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ._guess import Guess
-    from ._verdict import Candidate
+    from ..plan._guess import Guess
+    from ._candidates import Candidate
 
 PANELS = (
     ("data_wait_fraction", "share of time waiting for data", "share of step time"),
@@ -108,7 +108,7 @@ def _workers(trial: FrozenTrial) -> int:
 
 def _recommended(cands: list[Candidate]) -> Candidate | None:
     """The candidate the verdict recommends, or None when none was measured again."""
-    from ._verdict import recommend
+    from ._candidates import recommend
 
     measured = [c for c in cands if c.values]
     return recommend(measured).chosen if measured else None

@@ -175,7 +175,7 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
     """Print what each worker did and write the study's results into the top sweep dir."""
     from hydra.core.utils import JobStatus
 
-    from ._record import results_yaml, write_results
+    from ..record._mlflow_runs import results_yaml, write_results
 
     failed = 0
     studies: dict[tuple[str, str], dict[str, Any]] = {}
@@ -251,8 +251,8 @@ class SweepWorker:
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
-        from ._impl import SweepEngine
-        from .config import SweepSettings
+        from ..config import SweepSettings
+        from ..engine._loop import SweepEngine
 
         job_dir = str(HydraConfig.get().runtime.output_dir)
         config = copy.deepcopy(self.config)
@@ -274,25 +274,24 @@ class SweepWorker:
                 ) from None
         finally:
             sys.stderr = tee.stream
-        return _report(Path(job_dir))
+        return _report(Path(job_dir), engine.results)
 
 
-def _report(job_dir: Path) -> dict[str, Any]:
-    """What this worker did: host, study and the trials it ran."""
+def _report(job_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """What this worker did: host, study and the trials it ran (``results``: the sweep's
+    ``optimization_results.yaml``, as its engine wrote it)."""
     import optuna
 
-    from . import _study
+    from ..study import _storage
 
-    results = OmegaConf.to_container(OmegaConf.load(job_dir / "optimization_results.yaml"))
-    assert isinstance(results, dict)
     study = optuna.load_study(study_name=results["study_name"], storage=results["storage"])
     host, pid = socket.gethostname(), os.getpid()
     mine = [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get(_study.OWNER_HOST) == host
-        and t.user_attrs.get(_study.OWNER_PID) == pid
-        and t.user_attrs.get(_study.REASON) != _study.OVER_BUDGET
+        if t.user_attrs.get(_storage.OWNER_HOST) == host
+        and t.user_attrs.get(_storage.OWNER_PID) == pid
+        and t.user_attrs.get(_storage.REASON) != _storage.OVER_BUDGET
     ]
     return {
         "host": host,

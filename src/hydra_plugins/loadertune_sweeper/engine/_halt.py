@@ -12,12 +12,12 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from loadertune.exit_status import ExitStatus
-from loadertune.stores import StoreUnavailable, check_tracking_server, check_writable
+from loadertune.result_stores import StoreUnavailable, check_tracking_server, check_writable
 
 if TYPE_CHECKING:
-    from ._answer import Answer
-    from ._console import SweepView
-    from ._plan import SweepPlan
+    from ..plan._sweep_plan import SweepPlan
+    from ..record._console import SweepView
+    from ..trial._outcome import Answer
 
 INFRA = ExitStatus.INFRASTRUCTURE
 ERROR_LINES = 4  # lines of the first failed trial's error shown in the terminal

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 from loadertune.errors import ConfigError
 
+from ..plan._settings_checks import check_settings
 from . import _fanout
-from ._validate import check_settings
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
-    from .config import SweepSettings
+    from ..config import SweepSettings
 
 
 def start(
@@ -35,6 +35,6 @@ def start(
     if _fanout.wanted(settings, config):
         _fanout.fan_out(settings, hydra_context, task_function, config, arguments)
         return
-    from ._impl import SweepEngine
+    from ..engine._loop import SweepEngine
 
     SweepEngine(settings, hydra_context, task_function, config).sweep(arguments)

@@ -39,7 +39,7 @@ class SamplerReport:
 
 
 class TreeSampler:
-    """Runs ``python -m loadertune.sampler`` on ``root_pid``'s tree (this process by default).
+    """Runs ``python -m loadertune.tree_sampler`` on ``root_pid``'s tree (this process by default).
 
     Use as a context manager; ``report`` holds the samples once it has exited.
     """
@@ -59,7 +59,7 @@ class TreeSampler:
         here = str(Path(__file__).resolve().parents[1])  # this loadertune, wherever it is
         path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "loadertune.sampler", str(self.root_pid), str(self.hz)],
+            [sys.executable, "-m", "loadertune.tree_sampler", str(self.root_pid), str(self.hz)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": path},
@@ -126,7 +126,7 @@ def _stop_asked(timeout: float) -> bool:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m loadertune.sampler ROOT_PID HZ``: sample, then print the report as JSON."""
+    """``python -m loadertune.tree_sampler ROOT_PID HZ``: sample, then print the report as JSON."""
     root, hz = int(argv[0]), float(argv[1])
     report = sample_until_stopped(root, hz)
     rows = [[s.t, s.cpu_percent, s.memory_bytes, s.rss_bytes, s.processes] for s in report.samples]

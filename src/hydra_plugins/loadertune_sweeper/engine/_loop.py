@@ -1,10 +1,9 @@
 """The sweep loop: ask Optuna, run the trial in its own process, tell Optuna, record in MLflow.
 
 Skipped by Hydra's plugin scanner (leading underscore), so torch, Optuna and MLflow load only
-when a sweep actually runs. The rooms it calls: ``_plan`` (values <-> overrides), ``_study``
-(storage, resume, slots), ``_runner`` (the trial process), ``_guess`` and ``_baselines`` (what
-to measure next), ``_verdict_run`` (the verdict), ``_record`` and ``_console`` (what is kept
-and shown).
+when a sweep actually runs. The wings it calls: ``plan`` (values <-> overrides, the guess and
+the baselines: what to measure next), ``study`` (storage, resume, slots), ``trial`` (the trial
+process and its outcome), ``verdict`` (the verdict), ``record`` (what is kept and shown).
 """
 
 from __future__ import annotations
@@ -24,29 +23,31 @@ from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
-from loadertune.stores import (
+from loadertune.result_stores import (
     describe_os_error,
     is_disk_full,
     says_disk_full,
 )
 
-from . import _baselines, _console, _fleet, _guess, _study
-from ._answer import EFFECTIVE_KEY, Answer, answer_trial, tell_and_record
-from ._baselines import Role
-from ._busy import BusyPolicy
-from ._ending import INFRA, check_stores, fail, show_first_error
-from ._measure import Measurer
-from ._plan import Composer, SweepPlan, make_plan
-from ._reconcile import queue_baselines, resumed
-from ._record import PARENT_RUN, SweepRecorder, results_yaml, write_results
-from ._samplers import create_pruner, create_sampler
-from ._verdict_run import VerdictRun
+from ..plan import _baselines, _guess
+from ..plan._baselines import Role
+from ..plan._samplers import create_pruner, create_sampler
+from ..plan._sweep_plan import Composer, SweepPlan, make_plan
+from ..record import _console
+from ..record._mlflow_runs import PARENT_RUN, SweepRecorder, results_yaml, write_results
+from ..study import _hosts, _storage
+from ..trial._busy_machine import BusyPolicy
+from ..trial._measure import Measurer
+from ..trial._outcome import EFFECTIVE_KEY, Answer, answer_trial, tell_and_record
+from ..verdict._rounds import VerdictRun
+from ._halt import INFRA, check_stores, fail, show_first_error
+from ._repair import queue_baselines, resumed
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
-    from .config import SweepSettings
+    from ..config import SweepSettings
 
 
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
@@ -62,8 +63,8 @@ class _Session:
     study: optuna.Study
     recorder: SweepRecorder
     view: _console.SweepView
-    slots: _study.Slots
-    budget: _study.Budget
+    slots: _storage.Slots
+    budget: _storage.Budget
 
 
 class SweepEngine:
@@ -83,6 +84,7 @@ class SweepEngine:
         self._stop_requested = False
         self.memory_budget = 0
         self.lock_mode = "wait"
+        self.results: dict[str, Any] = {}  # optimization_results.yaml, once written
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         """Ctrl-C: finish the current trial's record, then stop (a second one stops now)."""
@@ -123,7 +125,7 @@ class SweepEngine:
         s = self.settings
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" log
         try:
-            study = _study.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
+            study = _storage.open_study(plan.storage, plan.study_name, s.direction, sampler, pruner)
         except Exception as exc:  # any storage failure: one line, nothing run
             line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             fail(
@@ -132,12 +134,12 @@ class SweepEngine:
                 INFRA,
             )
         try:
-            joined = _fleet.admit(study, _fleet.fingerprint(), s.force_fingerprint)
+            joined = _hosts.admit(study, _hosts.fingerprint(), s.force_fingerprint)
         except ConfigError as exc:
             fail(str(exc))
         if joined:
             print(f"loadertune: warning: {joined}", file=sys.stderr)
-        conflict = _study.space_conflict(study, plan.space)
+        conflict = _storage.space_conflict(study, plan.space)
         if conflict:
             fail(conflict)
         return study
@@ -148,12 +150,12 @@ class SweepEngine:
         """Resume or begin the study: orphans failed, baselines queued, the range restored."""
         s = self.settings
         _console.quiet_libraries()
-        orphans = _study.fail_orphaned_trials(study)
+        orphans = _storage.fail_orphaned_trials(study)
         requeued = queue_baselines(study, plan.space, sampler)
         ranged = _guess.restore_range(study, plan, s.guess_range)
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")
-        budget = _study.Budget.of(s.n_trials, s.max_trials_total, s.count_trials, study)
+        budget = _storage.Budget.of(s.n_trials, s.max_trials_total, s.count_trials, study)
         sampler_name = str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1]
         recorder = SweepRecorder(
             plan.base.tracking, plan.base.paths.output_root, study, plan.storage, sampler_name
@@ -176,7 +178,7 @@ class SweepEngine:
         busy.at_start()
         recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
-        slots = _study.Slots(
+        slots = _storage.Slots(
             study,
             budget.total,
             stopped=lambda: self._stop_requested,
@@ -304,6 +306,7 @@ class SweepEngine:
         self.measure.busy.at_end()
         results = results_yaml(study, plan.storage, session.recorder.recommended)
         write_results(plan.sweep_dir, results)
+        self.results = results
         if results.get("best_value") is not None:
             session.recorder.finish(study, plan.sweep_dir, results, status)
         else:

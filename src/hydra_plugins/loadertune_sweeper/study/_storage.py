@@ -32,7 +32,8 @@ import optuna
 import psutil
 from optuna.trial import FrozenTrial, TrialState
 
-from . import _fleet, _optuna_private
+from .. import _optuna_private
+from . import _hosts
 
 OWNER_HOST = "owner_host"
 OWNER_PID = "owner_pid"
@@ -68,12 +69,12 @@ def default_study_name(choices: dict[str, str], measured: dict[str, Any]) -> str
 
     The digest covers the fixed settings (dataset knobs, trial length, fixed loader keys), so
     a different workload never silently joins a study whose timings it cannot be compared to.
-    The machine class (``8cpu-31g-nogpu-1a2b3c4d``, see ``_fleet``) replaces the host name:
+    The machine class (``8cpu-31g-nogpu-1a2b3c4d``, see ``_hosts``) replaces the host name:
     identical hosts sharing a storage join one study, different hardware gets its own.
     """
     digest = hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode())
     workload = "-".join(choices[g] for g in ("dataset", "storage", "model"))
-    return f"{workload}@{_fleet.fingerprint().machine_class}-{digest.hexdigest()[:8]}"
+    return f"{workload}@{_hosts.fingerprint().machine_class}-{digest.hexdigest()[:8]}"
 
 
 def open_study(
@@ -155,7 +156,7 @@ def claim(trial: optuna.trial.Trial) -> None:
     me = psutil.Process()
     trial.set_user_attr(OWNER_PID, me.pid)
     trial.set_user_attr(OWNER_STARTED, me.create_time())
-    for key, value in _fleet.trial_attrs(_fleet.fingerprint()).items():
+    for key, value in _hosts.trial_attrs(_hosts.fingerprint()).items():
         trial.set_user_attr(key, value)
     trial.set_user_attr(OWNER_HOST, socket.gethostname())
 

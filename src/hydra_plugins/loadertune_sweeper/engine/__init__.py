@@ -1,0 +1,8 @@
+"""The sweep loop and what keeps it whole.
+
+Rooms (imported by their own path; this package stays light for Hydra's plugin scan):
+
+- ``_loop``: ask, answer, tell and record, queue the next; then the verdict (``SweepEngine``).
+- ``_halt``: how a sweep ends when it cannot go on: one line and an exit status.
+- ``_repair``: what every start repairs: runs a dead sweep left RUNNING, missing baselines.
+"""

@@ -1,0 +1,8 @@
+"""What a sweep leaves behind: MLflow runs, the results file, the console.
+
+Rooms (imported by their own path; this package stays light for Hydra's plugin scan):
+
+- ``_mlflow_runs``: MLflow parent and child runs, the results file, plots, tables.
+- ``_verdict_record``: the verdict in MLflow and in the results file.
+- ``_console``: what a person watching a sweep sees.
+"""

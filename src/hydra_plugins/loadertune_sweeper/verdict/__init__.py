@@ -1,0 +1,10 @@
+"""The verdict: candidates measured again, the cheapest one as fast, how sure, in words.
+
+Rooms (imported by their own path; this package stays light for Hydra's plugin scan):
+
+- ``_candidates``: candidates from Optuna trials and the cheapest setting within noise.
+- ``_confidence``: how sure the verdict is, with the sentence that says why.
+- ``_text``: the verdict in words: ``verdict.md``, the terminal table, the loader YAML.
+- ``_figure``: the verdict's figure.
+- ``_rounds``: the verdict run: candidates interleaved, the recommendation, the export.
+"""

@@ -33,6 +33,7 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from hydra_plugins.loadertune_sweeper._keys import StudyAttr, TrialAttr
 from hydra_plugins.loadertune_sweeper.launch import _fanout
 from hydra_plugins.loadertune_sweeper.study import _hosts, _storage
 from loadertune.errors import ConfigError
@@ -91,7 +92,7 @@ def test_any_difference_changes_the_class_and_is_named(change: dict[str, Any], f
 def test_first_host_stamps_the_study_and_a_different_one_is_refused() -> None:
     study = optuna.create_study(study_name="s")
     assert _hosts.admit(study, _print()) is None
-    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _print().as_dict()
+    assert study.user_attrs[StudyAttr.FINGERPRINT] == _print().as_dict()
     assert _hosts.admit(study, _print()) is None  # the same class joins quietly
     with pytest.raises(ConfigError) as refused:
         _hosts.admit(study, _print(gpu="8 x NVIDIA A100-SXM4-80GB"))
@@ -102,7 +103,7 @@ def test_first_host_stamps_the_study_and_a_different_one_is_refused() -> None:
     assert "Fix:" in line and "force_fingerprint=true" in line
     forced = _hosts.admit(study, _print(torch="2.12.0"), force=True)
     assert forced is not None and "torch" in forced
-    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _print().as_dict()  # unchanged
+    assert study.user_attrs[StudyAttr.FINGERPRINT] == _print().as_dict()  # unchanged
 
 
 def test_default_study_name_is_per_machine_class_not_per_host() -> None:
@@ -119,10 +120,10 @@ def test_every_claimed_trial_records_host_and_fingerprint() -> None:
     trial = study.ask()
     _storage.claim(trial)
     attrs = study.trials[0].user_attrs
-    assert attrs[_storage.OWNER_HOST] == socket.gethostname()
-    assert attrs[_storage.OWNER_PID] == os.getpid()
+    assert attrs[TrialAttr.OWNER_HOST] == socket.gethostname()
+    assert attrs[TrialAttr.OWNER_PID] == os.getpid()
     mine = _hosts.fingerprint()
-    assert attrs[_hosts.TRIAL_MACHINE] == {"class": mine.machine_class, **mine.as_dict()}
+    assert attrs[TrialAttr.MACHINE] == {"class": mine.machine_class, **mine.as_dict()}
     tags = _hosts.run_tags(attrs)
     assert tags == {
         "machine.class": _hosts.fingerprint().machine_class,
@@ -138,7 +139,7 @@ def _study_with(states: list[TrialState], reasons: dict[int, str] | None = None)
     for number, state in enumerate(states):
         trial = study.ask()
         if number in (reasons or {}):
-            trial.set_user_attr(_storage.REASON, (reasons or {})[number])
+            trial.set_user_attr(TrialAttr.REASON, (reasons or {})[number])
         if state != TrialState.RUNNING:
             study.tell(trial, 1.0 if state == TrialState.COMPLETE else None, state=state)
     return study
@@ -189,7 +190,7 @@ def test_a_trial_asked_after_the_last_place_went_is_given_back(
     """Two hosts see one free place at the same moment: the higher trial number yields."""
     study = _study_with([C, C, R])  # trial 2 runs on "another host"
     optuna.trial.Trial(study, study.trials[2]._trial_id).set_user_attr(
-        _storage.OWNER_HOST, "node-elsewhere"
+        TrialAttr.OWNER_HOST, "node-elsewhere"
     )
     real = _storage.tally
     first = iter([(2, 0)])  # what this host saw before the other host's ask landed
@@ -202,7 +203,7 @@ def test_a_trial_asked_after_the_last_place_went_is_given_back(
     assert slots.next() is None
     given_back = study.trials[3]
     assert given_back.state == TrialState.FAIL
-    assert given_back.user_attrs[_storage.REASON] == _storage.OVER_BUDGET
+    assert given_back.user_attrs[TrialAttr.REASON] == _storage.OVER_BUDGET
     assert given_back.params == {}
     assert not _storage.counts(given_back)
     assert notes and "waiting for 1 trial still running elsewhere" in notes[0]
@@ -216,22 +217,22 @@ def test_a_place_freed_by_a_dead_sweep_is_taken_again(tmp_path: Path) -> None:
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    dead.set_user_attr(_storage.OWNER_HOST, socket.gethostname())
-    dead.set_user_attr(_storage.OWNER_PID, int(gone.stdout))
+    dead.set_user_attr(TrialAttr.OWNER_HOST, socket.gethostname())
+    dead.set_user_attr(TrialAttr.OWNER_PID, int(gone.stdout))
     lost: list[list[int]] = []
     slots = _storage.Slots(study, total=2, on_lost=lost.append, poll_s=0.01)
     trial = slots.next()
     assert trial is not None and trial.number == 2
     assert lost == [[1]]
     assert study.trials[1].state == TrialState.FAIL
-    assert study.trials[1].user_attrs[_storage.REASON] == _storage.INTERRUPTED
+    assert study.trials[1].user_attrs[TrialAttr.REASON] == _storage.INTERRUPTED
 
 
 def test_a_trial_being_claimed_is_not_taken_for_an_orphan() -> None:
     """Another sweep may look between ``ask`` and the last write of ``claim``."""
     study = optuna.create_study()
     fresh, half = study.ask(), study.ask()
-    half.set_user_attr(_storage.OWNER_HOST, socket.gethostname())  # pid not written yet
+    half.set_user_attr(TrialAttr.OWNER_HOST, socket.gethostname())  # pid not written yet
     assert _storage.fail_orphaned_trials(study) == []
     assert {t.state for t in study.trials} == {TrialState.RUNNING}
     assert fresh.number == 0
@@ -482,14 +483,14 @@ def test_heartbeats_let_any_host_fail_a_dead_hosts_trial(
         warnings.simplefilter("ignore", UserWarning)
         silent, beating = study.ask(), study.ask()
     for trial in (silent, beating):  # owned by other hosts: no pid to check from here
-        trial.set_user_attr(_storage.OWNER_HOST, "node-elsewhere")
+        trial.set_user_attr(TrialAttr.OWNER_HOST, "node-elsewhere")
         study._storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]
     time.sleep(2.5)
     study._storage.record_heartbeat(beating._trial_id)  # type: ignore[attr-defined]
     assert _storage.fail_orphaned_trials(study) == [silent.number]
     frozen = study.trials[silent.number]
     assert frozen.state == TrialState.FAIL
-    assert frozen.user_attrs[_storage.REASON] == _storage.INTERRUPTED
+    assert frozen.user_attrs[TrialAttr.REASON] == _storage.INTERRUPTED
     assert study.trials[beating.number].state == TrialState.RUNNING
     _dispose(study)
 
@@ -554,7 +555,7 @@ def _measuring(storage: optuna.storages.BaseStorage, pid: int) -> bool:
         trials = optuna.load_study(study_name="shared", storage=storage).trials
     except KeyError:  # not created yet
         return False
-    mine = [t for t in trials if t.user_attrs.get(_storage.OWNER_PID) == pid]
+    mine = [t for t in trials if t.user_attrs.get(TrialAttr.OWNER_PID) == pid]
     done = any(t.state == TrialState.COMPLETE for t in mine)
     return done and any(t.state == TrialState.RUNNING and t.intermediate_values for t in mine)
 
@@ -577,7 +578,7 @@ def _agree(
         t
         for t in study.trials
         if t.state != TrialState.WAITING
-        and t.user_attrs.get(_storage.REASON) != _storage.OVER_BUDGET
+        and t.user_attrs.get(TrialAttr.REASON) != _storage.OVER_BUDGET
     ]
     assert sorted(numbers) == [t.number for t in recorded]
     by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
@@ -622,13 +623,15 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     counted = [t for t in study.trials if _storage.counts(t)]
     assert len(counted) == total
     assert all(t.state != TrialState.RUNNING for t in study.trials)
-    (lost,) = [t for t in study.trials if t.user_attrs.get(_storage.REASON) == _storage.INTERRUPTED]
-    assert lost.user_attrs[_storage.OWNER_PID] == a.pid
-    owners = {t.user_attrs[_storage.OWNER_PID] for t in counted}
+    (lost,) = [
+        t for t in study.trials if t.user_attrs.get(TrialAttr.REASON) == _storage.INTERRUPTED
+    ]
+    assert lost.user_attrs[TrialAttr.OWNER_PID] == a.pid
+    owners = {t.user_attrs[TrialAttr.OWNER_PID] for t in counted}
     assert owners == {a.pid, b.pid}, "both sweeps ran trials of the study"
     for t in counted:
-        assert t.user_attrs[_hosts.TRIAL_MACHINE]["class"] == _hosts.fingerprint().machine_class
-    assert study.user_attrs[_hosts.STUDY_FINGERPRINT] == _hosts.fingerprint().as_dict()
+        assert t.user_attrs[TrialAttr.MACHINE]["class"] == _hosts.fingerprint().machine_class
+    assert study.user_attrs[StudyAttr.FINGERPRINT] == _hosts.fingerprint().as_dict()
 
     parents, by_number = _agree(study, mlflow_server, "two-sweeps")
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
@@ -675,7 +678,7 @@ def test_fan_out_through_submitits_local_executor(
 def test_a_host_of_another_class_is_refused_in_one_line(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(storage=storage, study_name="s")
-    study.set_user_attr(_hosts.STUDY_FINGERPRINT, _print().as_dict())
+    study.set_user_attr(StudyAttr.FINGERPRINT, _print().as_dict())
     proc = sweep_process(tmp_path, "hydra.sweeper.study_name=s", f"hydra.sweeper.storage={storage}")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, out + err

@@ -29,16 +29,17 @@ from loadertune.result_stores import (
     says_disk_full,
 )
 
+from .._keys import Results, StudyAttr, TrialAttr
 from ..plan import _baselines, _guess
 from ..plan._baselines import Role
 from ..plan._samplers import create_pruner, create_sampler
 from ..plan._sweep_plan import Composer, SweepPlan, make_plan
 from ..record import _console
-from ..record._mlflow_runs import PARENT_RUN, SweepRecorder, results_yaml, write_results
+from ..record._mlflow_runs import SweepRecorder, results_yaml, write_results
 from ..study import _hosts, _storage
 from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
-from ..trial._outcome import EFFECTIVE_KEY, Answer, answer_trial, tell_and_record
+from ..trial._outcome import Answer, answer_trial, tell_and_record
 from ..verdict._rounds import VerdictRun
 from ._halt import INFRA, check_stores, fail, show_first_error
 from ._repair import queue_baselines, resumed
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
-VERDICT_STATE = "verdict"  # study user attr: started, then given; started on a start = cut
 VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
 
 
@@ -193,7 +193,7 @@ class SweepEngine:
         status, ending = "FINISHED", ExitStatus.NO_RESULT
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
-            if study.user_attrs.get(VERDICT_STATE) == VERDICT_STARTED:
+            if study.user_attrs.get(StudyAttr.VERDICT) == VERDICT_STARTED:
                 session.view.note(
                     "the last sweep of this study stopped during its verdict: finishing the "
                     "verdict now, before any new trial"
@@ -284,7 +284,7 @@ class SweepEngine:
         if count is None:
             return False
         done = session.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        return len({t.user_attrs.get(EFFECTIVE_KEY) for t in done}) >= count
+        return len({t.user_attrs.get(TrialAttr.EFFECTIVE_KEY) for t in done}) >= count
 
     def _queue_next(self, session: _Session, answer: Answer) -> None:
         """After a trial: the doubling path's next rung; after the default, the guess."""
@@ -292,7 +292,7 @@ class SweepEngine:
         finished = study.trials[answer.trial.number]
         rung = _baselines.next_rung(study, finished, plan.baseline_space())
         if rung is not None:
-            study.enqueue_trial(rung, user_attrs={_baselines.BASELINE: Role.DOUBLING.value})
+            study.enqueue_trial(rung, user_attrs={TrialAttr.BASELINE: Role.DOUBLING.value})
         result = answer.outcome.result if answer.outcome else None
         if _baselines.role_of(finished) == Role.DEFAULT and result is not None:
             for message in _guess.after_default_trial(
@@ -307,7 +307,7 @@ class SweepEngine:
         results = results_yaml(study, plan.storage, session.recorder.recommended)
         write_results(plan.sweep_dir, results)
         self.results = results
-        if results.get("best_value") is not None:
+        if results.get(Results.BEST_VALUE) is not None:
             session.recorder.finish(study, plan.sweep_dir, results, status)
         else:
             session.recorder.abort(status)
@@ -316,7 +316,7 @@ class SweepEngine:
     def _answer(self, session: _Session, trial: optuna.Trial) -> Answer:
         """Answer a claimed trial: refused, repeated, or measured."""
         if self.parent_run_id:
-            trial.set_user_attr(PARENT_RUN, self.parent_run_id)
+            trial.set_user_attr(TrialAttr.PARENT_RUN, self.parent_run_id)
         return answer_trial(
             session.study,
             trial,
@@ -332,7 +332,7 @@ class SweepEngine:
         s = self.settings
         if s.verdict_repeats <= 0:
             return False
-        session.study.set_user_attr(VERDICT_STATE, VERDICT_STARTED)
+        session.study.set_user_attr(StudyAttr.VERDICT, VERDICT_STARTED)
         verdict = VerdictRun(
             session.study,
             session.plan,
@@ -343,7 +343,7 @@ class SweepEngine:
             memory_budget_mb=self.memory_budget / 2**20,
         ).run(s.verdict_top, s.verdict_repeats)
         if not self._stop_requested:  # an interrupted verdict is finished on the next start
-            session.study.set_user_attr(VERDICT_STATE, VERDICT_GIVEN)
+            session.study.set_user_attr(StudyAttr.VERDICT, VERDICT_GIVEN)
         if verdict is None:
             return False
         guess = _guess.study_guess(session.study)

@@ -21,6 +21,7 @@ import psutil
 from loadertune.machine import usable_cpus
 
 from .. import _optuna_private
+from .._keys import RunKind, Tag
 from ..plan import _baselines
 from ..plan._baselines import Role
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 
     from ..record._mlflow_runs import SweepRecorder
 
-PID_TAG = "loadertune.pid"
-CLOSED_TAG = "loadertune.closed"
 CLOSED_WHY = "closed when the study was next started: the sweep process that owned it had died"
 
 
@@ -45,15 +44,15 @@ def close_dead_runs(
         ),
         max_results=1000,
     )
-    parents = [r for r in running if r.data.tags.get("loadertune.kind") == "sweep"]
+    parents = [r for r in running if r.data.tags.get(Tag.KIND) == RunKind.SWEEP]
     dead = {r.info.run_id for r in parents if r.info.run_id != own_run and _dead(r, locked)}
     closed = []
     for run in running:
         run_id = run.info.run_id
-        parent = run.data.tags.get("mlflow.parentRunId")
+        parent = run.data.tags.get(Tag.PARENT)
         orphan = parent is not None and parent != own_run and _ended(client, parent, dead)
-        if run_id in dead or (run.data.tags.get("loadertune.kind") == "trial" and orphan):
-            client.set_tag(run_id, CLOSED_TAG, CLOSED_WHY)
+        if run_id in dead or (run.data.tags.get(Tag.KIND) == RunKind.TRIAL and orphan):
+            client.set_tag(run_id, Tag.CLOSED, CLOSED_WHY)
             client.set_terminated(run_id, "KILLED")
             closed.append(run_id)
     return closed
@@ -61,11 +60,11 @@ def close_dead_runs(
 
 def _dead(run: Any, locked: bool) -> bool:
     """Whether a parent run's sweep process is gone (see the module's docstring)."""
-    if run.data.tags.get("machine.host") != socket.gethostname():
+    if run.data.tags.get(Tag.HOST) != socket.gethostname():
         return False  # another host's sweep: its own next start closes it
     if locked:
         return True
-    pid = run.data.tags.get(PID_TAG)
+    pid = run.data.tags.get(Tag.PID)
     return pid is not None and pid.isdigit() and not psutil.pid_exists(int(pid))
 
 

@@ -25,6 +25,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from loadertune.errors import ConfigError
 
+from .._keys import Results, TrialAttr
+
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
 
@@ -198,7 +200,7 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
         if verdicts:
             results["recommended_by_worker"] = verdicts
         write_results(sweep_dir, results)
-        best = results.get("best_value")
+        best = results.get(Results.BEST_VALUE)
         print(
             f"study {name}: {len(study.trials)} trials; search's fastest "
             f"{'-' if best is None else f'{best:.4f} ms/sample'} "
@@ -284,23 +286,25 @@ def _report(job_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
 
     from ..study import _storage
 
-    study = optuna.load_study(study_name=results["study_name"], storage=results["storage"])
+    study = optuna.load_study(
+        study_name=results[Results.STUDY_NAME], storage=results[Results.STORAGE]
+    )
     host, pid = socket.gethostname(), os.getpid()
     mine = [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.user_attrs.get(_storage.OWNER_HOST) == host
-        and t.user_attrs.get(_storage.OWNER_PID) == pid
-        and t.user_attrs.get(_storage.REASON) != _storage.OVER_BUDGET
+        if t.user_attrs.get(TrialAttr.OWNER_HOST) == host
+        and t.user_attrs.get(TrialAttr.OWNER_PID) == pid
+        and t.user_attrs.get(TrialAttr.REASON) != _storage.OVER_BUDGET
     ]
     return {
         "host": host,
         "pid": pid,
-        "study_name": results["study_name"],
-        "storage": results["storage"],
+        "study_name": results[Results.STUDY_NAME],
+        "storage": results[Results.STORAGE],
         "trials": len(mine),
         "sweep_dir": str(job_dir),
-        "recommended": results.get("recommended"),
+        "recommended": results.get(Results.RECOMMENDED),
     }
 
 

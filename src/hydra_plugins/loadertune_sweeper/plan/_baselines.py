@@ -21,7 +21,8 @@ from optuna.trial import FrozenTrial, TrialState
 from loadertune.search_rules import plain_key, workers_of
 from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
-BASELINE = "baseline"  # trial user attr: the trial's Role, as its value
+from .._keys import TrialAttr
+
 IMPROVES = 0.02  # a rung must be this much faster than the one before to keep doubling
 
 
@@ -52,7 +53,7 @@ _LABELS = {
 def role_of(trial: FrozenTrial) -> Role | None:
     """The advice a trial stands for, if any."""
     try:
-        return Role(trial.user_attrs.get(BASELINE))
+        return Role(trial.user_attrs.get(TrialAttr.BASELINE))
     except ValueError:
         return None
 
@@ -123,7 +124,9 @@ def initial(
 def enqueue_initial(study: optuna.Study, space: dict[str, BaseDistribution], cpus: int) -> None:
     """Enqueue the baselines at the front of a new study."""
     for params, label in initial(space, cpus):
-        study.enqueue_trial(params, user_attrs={BASELINE: label.value}, skip_if_exists=True)
+        study.enqueue_trial(
+            params, user_attrs={TrialAttr.BASELINE: label.value}, skip_if_exists=True
+        )
 
 
 def enqueue_missing(
@@ -141,7 +144,7 @@ def enqueue_missing(
     queued = []
     for params, role in initial(space, cpus):
         if role not in present:
-            study.enqueue_trial(params, user_attrs={BASELINE: role.value})
+            study.enqueue_trial(params, user_attrs={TrialAttr.BASELINE: role.value})
             queued.append(role)
     return queued
 

@@ -24,6 +24,7 @@ from optuna.distributions import IntDistribution
 
 from loadertune.machine import usable_cpus as machine_cpus
 
+from .._keys import StudyAttr, TrialAttr
 from . import _baselines
 from ._baselines import Role
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from ._sweep_plan import SweepPlan
 
 NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
-GUESS_ATTR = "guess"  # study user attr: the guess, as a dict
-RANGE_ATTR = "workers_range"  # study user attr: the num_workers range the guess set
 
 
 class Bound(str, Enum):
@@ -258,24 +257,24 @@ def after_default_trial(
     g = from_default_trial(result, memory_budget_mb, cap)
     if g is None:
         return []
-    study.set_user_attr(GUESS_ATTR, g.as_attrs())
+    study.set_user_attr(StudyAttr.GUESS, g.as_attrs())
     messages = []
     if may_widen and isinstance(dist, IntDistribution):
         _, new_high = workers_range(g, dist.low, dist.high, dist.step)
         if new_high != dist.high:
             moved = WorkersRange(wkey, (dist.low, dist.high, dist.step), new_high)
-            study.set_user_attr(RANGE_ATTR, moved.as_attrs())
+            study.set_user_attr(StudyAttr.WORKERS_RANGE, moved.as_attrs())
             message = restore_range(study, plan, guess_range)
             messages += [message] if message else []
     params = _baselines.params_for(plan.space, _baselines.nearest(plan.space[wkey], g.workers))
     if params is not None:
-        study.enqueue_trial(params, user_attrs={_baselines.BASELINE: Role.MODEL_GUESS.value})
+        study.enqueue_trial(params, user_attrs={TrialAttr.BASELINE: Role.MODEL_GUESS.value})
     return messages
 
 
 def restore_range(study: optuna.Study, plan: SweepPlan, guess_range: bool) -> str | None:
     """Search the ``num_workers`` range the guess set, if the written range is unchanged."""
-    ranged = WorkersRange.from_attrs(study.user_attrs.get(RANGE_ATTR))
+    ranged = WorkersRange.from_attrs(study.user_attrs.get(StudyAttr.WORKERS_RANGE))
     if ranged is None or not guess_range:
         return None
     low, high, step = ranged.written
@@ -287,9 +286,9 @@ def restore_range(study: optuna.Study, plan: SweepPlan, guess_range: bool) -> st
 
 def study_guess(study: optuna.Study) -> Guess | None:
     """The guess a study holds."""
-    return Guess.from_attrs(study.user_attrs.get(GUESS_ATTR))
+    return Guess.from_attrs(study.user_attrs.get(StudyAttr.GUESS))
 
 
 def study_range(study: optuna.Study) -> WorkersRange | None:
     """The range the guess set in a study."""
-    return WorkersRange.from_attrs(study.user_attrs.get(RANGE_ATTR))
+    return WorkersRange.from_attrs(study.user_attrs.get(StudyAttr.WORKERS_RANGE))

@@ -18,6 +18,8 @@ from rich.table import Table
 
 from loadertune.report import wide_console
 
+from .._keys import Results, TrialAttr
+
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
@@ -85,7 +87,7 @@ class SweepView:
     def trial(self, index: int, frozen: FrozenTrial, result: TrialResult | None) -> None:
         params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
         if frozen.state == TrialState.COMPLETE:
-            repeat = frozen.user_attrs.get("repeat_of")
+            repeat = frozen.user_attrs.get(TrialAttr.REPEAT_OF)
             outcome = f"{frozen.value:.4f} ms/sample"
             if result is not None:
                 outcome += f"  {result.summary.samples_per_s:,.0f} samples/s"
@@ -93,7 +95,7 @@ class SweepView:
             if repeat is not None:
                 outcome += f"  [dim](same settings as trial {repeat}: not measured again)[/]"
         else:
-            outcome = f"[red]{frozen.state.name}[/] {frozen.user_attrs.get('reason', '')}"
+            outcome = f"[red]{frozen.state.name}[/] {frozen.user_attrs.get(TrialAttr.REASON, '')}"
         best = self._best()
         self.console.print(
             f"[{index}/{self.budget}] trial {frozen.number}  {params or '(defaults)'}  ->  "
@@ -133,15 +135,15 @@ def table_rows(trials: Sequence[FrozenTrial]) -> list[tuple[str, str, str, str, 
     """
     asked_again: dict[int, list[int]] = {}
     for t in trials:
-        if t.user_attrs.get("repeat_of") is not None:
-            asked_again.setdefault(int(t.user_attrs["repeat_of"]), []).append(t.number)
-    measured = [t for t in trials if t.user_attrs.get("repeat_of") is None]
+        if t.user_attrs.get(TrialAttr.REPEAT_OF) is not None:
+            asked_again.setdefault(int(t.user_attrs[TrialAttr.REPEAT_OF]), []).append(t.number)
+    measured = [t for t in trials if t.user_attrs.get(TrialAttr.REPEAT_OF) is None]
     ranked = sorted(
         measured, key=lambda t: (t.state != TrialState.COMPLETE, t.value or float("inf"))
     )
     rows = []
     for t in ranked:
-        notes = [str(t.user_attrs.get("reason", ""))]
+        notes = [str(t.user_attrs.get(TrialAttr.REASON, ""))]
         if t.number in asked_again:
             notes.append("also asked as " + ", ".join(f"#{n}" for n in asked_again[t.number]))
         rows.append(
@@ -159,7 +161,7 @@ def table_rows(trials: Sequence[FrozenTrial]) -> list[tuple[str, str, str, str, 
 def outcome_lines(results: dict[str, Any]) -> list[str]:
     """The sweep's answer in words: the verdict's recommendation and where it was written;
     without a verdict, the search's fastest measurement, named as such."""
-    rec = results.get("recommended")
+    rec = results.get(Results.RECOMMENDED)
     if rec:
         params = " ".join(f"{k}={v}" for k, v in rec["params"].items()) or "(defaults)"
         return [
@@ -168,9 +170,9 @@ def outcome_lines(results: dict[str, Any]) -> list[str]:
             f"(median of {rec['repeats']} verdict repeats); confidence {rec['confidence']}",
             f"written to: {' and '.join(rec['written_to'])}  (use: loadertune loader=best)",
         ]
-    if results.get("best_value") is None:
+    if results.get(Results.BEST_VALUE) is None:
         return ["no trial completed: nothing to recommend"]
-    params = " ".join(f"{k}={v}" for k, v in (results.get("best_params") or {}).items())
+    params = " ".join(f"{k}={v}" for k, v in (results.get(Results.BEST_PARAMS) or {}).items())
     return [
         f"fastest in the search (no verdict, so not a recommendation): trial "
         f"{results['best_trial_number']} at {results['best_value']:.4f} ms/sample with "

@@ -25,6 +25,7 @@ from loadertune.result import TrialResult
 from loadertune.result_stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
 
+from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
 from . import _verdict_record
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-PARENT_RUN = "mlflow_parent_run_id"
 OBJECTIVE = "time per sample (ms)"  # the objective's name and unit on Optuna's plots
 MLFLOW_STATUS = {
     TrialState.COMPLETE: "FINISHED",
@@ -79,8 +79,8 @@ class SweepRecorder:
             run_name=f"sweep {study.study_name} on {socket.gethostname()}",
             tags={
                 **_hosts.host_tags(),
-                "loadertune.kind": "sweep",
-                "optuna.study_name": study.study_name,
+                Tag.KIND: RunKind.SWEEP,
+                Tag.STUDY_NAME: study.study_name,
                 "optuna.storage": storage,
                 "optuna.sampler": sampler,
             },
@@ -95,8 +95,10 @@ class SweepRecorder:
         steps: list[StepRecord],
         resolved_yaml: str,
         tags: dict[str, str],
+        repeat_of: int | None = None,
     ) -> str | None:
-        """Create the trial's child run with its state, reason and whatever it measured."""
+        """Create the trial's child run with its state, reason and whatever it measured
+        (``repeat_of``: the earlier trial whose measurement answered this one)."""
         if not self.enabled:
             return None
         from loadertune.tracking import log_trial
@@ -106,11 +108,11 @@ class SweepRecorder:
             start_time=_ms(frozen.datetime_start),
             run_name=f"trial {frozen.number}",
             tags={
-                "mlflow.parentRunId": str(self.parent_id),
-                "loadertune.kind": "trial",
-                "optuna.study_name": self.study_name,
-                "optuna.trial_number": str(frozen.number),
-                "optuna.state": frozen.state.name,
+                Tag.PARENT: str(self.parent_id),
+                Tag.KIND: RunKind.TRIAL,
+                Tag.STUDY_NAME: self.study_name,
+                Tag.TRIAL_NUMBER: str(frozen.number),
+                Tag.TRIAL_STATE: frozen.state.name,
                 **tags,
             },
         )
@@ -118,14 +120,14 @@ class SweepRecorder:
         if config is not None and result is not None:
             log_trial(run_id, config, result, resolved_yaml)
         else:
-            self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml, tags)
-        if frozen.user_attrs.get("error"):
-            self.client.log_text(run_id, str(frozen.user_attrs["error"]), "error.txt")
+            self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml, repeat_of)
+        if frozen.user_attrs.get(TrialAttr.ERROR):
+            self.client.log_text(run_id, str(frozen.user_attrs[TrialAttr.ERROR]), "error.txt")
         for key, value in frozen.params.items():
             self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", str(value))
         end = _ms(frozen.datetime_complete)
         self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"), end)
-        if "repeat_of" not in tags:
+        if repeat_of is None:
             self.runs[frozen.number] = run_id
         return run_id
 
@@ -136,9 +138,10 @@ class SweepRecorder:
         config: RunConfig | None,
         steps: list[StepRecord],
         resolved_yaml: str,
-        tags: dict[str, str],
+        repeat_of: int | None,
     ) -> None:
-        """Params and figures of a trial with no full result: a repeat, or a stopped one."""
+        """Params and figures of a trial with no full result: a repeat (of trial
+        ``repeat_of``), or a stopped one."""
         from mlflow.entities import Metric, Param
 
         from loadertune.tracking import SERIES, trial_params
@@ -148,8 +151,8 @@ class SweepRecorder:
             [] if config is None else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
         )
         figures = partial_metrics(steps)
-        if "repeat_of" in tags:
-            figures = self.figures_of(int(tags["repeat_of"]), frozen.value)
+        if repeat_of is not None:
+            figures = self.figures_of(repeat_of, frozen.value)
         metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
         for r in steps:
             metrics.append(Metric(SERIES + "step_time_ms", r.step_s * 1000, now, r.index))
@@ -189,7 +192,7 @@ class SweepRecorder:
             ),
             max_results=20,
         )
-        measured = [r for r in found if "repeat_of" not in r.data.tags]
+        measured = [r for r in found if Tag.REPEAT_OF not in r.data.tags]
         return measured[0].info.run_id if measured else None
 
     def finish(
@@ -212,13 +215,17 @@ class SweepRecorder:
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
-        best = (results.get("best_params") or {}).items()
+        best = (results.get(Results.BEST_PARAMS) or {}).items()
         params = [Param(f"search_best.{k.lstrip('+')}", str(v)) for k, v in best]
         metrics = []
-        if results.get("best_value") is not None:
+        if results.get(Results.BEST_VALUE) is not None:
             metrics = [
-                Metric("search_best_time_per_sample_ms", float(results["best_value"]), now, 0),
-                Metric("search_best_trial_number", float(results["best_trial_number"]), now, 0),
+                Metric(
+                    "search_best_time_per_sample_ms", float(results[Results.BEST_VALUE]), now, 0
+                ),
+                Metric(
+                    "search_best_trial_number", float(results[Results.BEST_TRIAL_NUMBER]), now, 0
+                ),
             ]
         self.client.log_batch(self.parent_id, metrics=metrics, params=params)
         self.client.log_artifact(self.parent_id, str(sweep_dir / "optimization_results.yaml"))
@@ -252,7 +259,7 @@ class SweepRecorder:
             return
         for number in numbers:
             frozen = study.trials[number]
-            parent = frozen.user_attrs.get(PARENT_RUN) or self.parent_id
+            parent = frozen.user_attrs.get(TrialAttr.PARENT_RUN) or self.parent_id
             with contextlib.suppress(Exception):  # the dead sweep's run may be elsewhere
                 old = self.client.get_run(str(parent))
                 if old.info.status == "RUNNING":
@@ -261,11 +268,11 @@ class SweepRecorder:
                 self.experiment_id,
                 run_name=f"trial {number}",
                 tags={
-                    "mlflow.parentRunId": str(parent),
-                    "loadertune.kind": "trial",
-                    "optuna.trial_number": str(number),
-                    "optuna.state": frozen.state.name,
-                    "reason": str(frozen.user_attrs.get("reason", "interrupted")),
+                    Tag.PARENT: str(parent),
+                    Tag.KIND: RunKind.TRIAL,
+                    Tag.TRIAL_NUMBER: str(number),
+                    Tag.TRIAL_STATE: frozen.state.name,
+                    Tag.REASON: str(frozen.user_attrs.get(TrialAttr.REASON, "interrupted")),
                 },
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
@@ -343,21 +350,21 @@ def results_yaml(
     verdict's pick (see :func:`._record_verdict.recommended_block`), None without a verdict.
     """
     data: dict[str, Any] = {
-        "name": "loadertune",
-        "study_name": study.study_name,
-        "storage": storage,
-        "best_params": None,
-        "best_value": None,
-        "best_trial_number": None,
-        "recommended": recommended,
+        Results.NAME: "loadertune",
+        Results.STUDY_NAME: study.study_name,
+        Results.STORAGE: storage,
+        Results.BEST_PARAMS: None,
+        Results.BEST_VALUE: None,
+        Results.BEST_TRIAL_NUMBER: None,
+        Results.RECOMMENDED: recommended,
     }
     try:
         best = study.best_trial
     except ValueError:
         return data
-    data["best_params"] = dict(best.params)
-    data["best_value"] = best.value
-    data["best_trial_number"] = best.number
+    data[Results.BEST_PARAMS] = dict(best.params)
+    data[Results.BEST_VALUE] = best.value
+    data[Results.BEST_TRIAL_NUMBER] = best.number
     return data
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loadertune.search_rules import plain_key
 
+from .._keys import Tag
+
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
@@ -34,9 +36,6 @@ class SweepRuns(Protocol):
     def client(self) -> MlflowClient: ...
 
     def run_of(self, number: int) -> str | None: ...
-
-
-RECOMMENDED_TAG = "recommended"
 
 
 def recommended_block(verdict: Verdict, sweep_dir: Path) -> dict[str, Any]:
@@ -93,7 +92,7 @@ def log_verdict(
         "verdict.why": c.why,
         "verdict.confidence": assurance.level.value,
         "verdict.confidence_why": assurance.why,
-        "mlflow.note.content": verdict.markdown,
+        Tag.NOTE: verdict.markdown,
     }
     if assurance.settle:
         tags["verdict.settle"] = assurance.settle
@@ -103,7 +102,7 @@ def log_verdict(
         recorder.parent_id,
         metrics=[Metric(k, float(v), now, 0) for k, v in figures.items()],
         params=[Param(f"recommended.loader.{k}", _text(v)) for k, v in verdict.settings.items()],
-        tags=[RunTag(k, v[:5000] if k != "mlflow.note.content" else v) for k, v in tags.items()],
+        tags=[RunTag(k, v[:5000] if k != Tag.NOTE else v) for k, v in tags.items()],
     )
     for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
         recorder.client.log_artifact(recorder.parent_id, str(sweep_dir / name))
@@ -132,7 +131,7 @@ def _mark_children(
         tags = [RunTag("verdict.role", c.name)]
         if c is chosen:  # by this sweep: the run may sit under an earlier sweep's parent
             tags += [
-                RunTag(RECOMMENDED_TAG, "true"),
+                RunTag(Tag.RECOMMENDED, "true"),
                 RunTag("recommended.by", str(recorder.parent_id)),
             ]
         recorder.client.log_batch(

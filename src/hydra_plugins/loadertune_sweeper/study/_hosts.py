@@ -29,12 +29,11 @@ import psutil
 from loadertune.errors import ConfigError
 from loadertune.machine import cpu_model, usable_cpus
 
+from .._keys import StudyAttr, Tag, TrialAttr
+
 if TYPE_CHECKING:
     import optuna
 
-STUDY_FINGERPRINT = "machine_fingerprint"  # study user attr: the class the study measures
-TRIAL_HOST = "owner_host"  # written by _study.claim on every trial
-TRIAL_MACHINE = "machine"  # trial user attr: the fingerprint and its class name, one dict
 FORCE_KEY = "hydra.sweeper.force_fingerprint"
 
 
@@ -121,10 +120,10 @@ def admit(study: optuna.Study, mine: Fingerprint, force: bool = False) -> str | 
     Raises:
         ConfigError: the study was measured on another machine class and ``force`` is off.
     """
-    stored = study.user_attrs.get(STUDY_FINGERPRINT)
+    stored = study.user_attrs.get(StudyAttr.FINGERPRINT)
     if stored is None:
-        study.set_user_attr(STUDY_FINGERPRINT, mine.as_dict())
-        stored = study.user_attrs.get(STUDY_FINGERPRINT, mine.as_dict())
+        study.set_user_attr(StudyAttr.FINGERPRINT, mine.as_dict())
+        stored = study.user_attrs.get(StudyAttr.FINGERPRINT, mine.as_dict())
     diffs = differences(stored, mine.as_dict())
     if not diffs:
         return None
@@ -160,7 +159,7 @@ def differences(stored: Any, mine: dict[str, Any]) -> list[str]:
 def trial_attrs(mine: Fingerprint) -> dict[str, Any]:
     """User attrs recorded on every trial beside its owner host and pid (one write: each
     attribute is a database round trip, a few ms on a server)."""
-    return {TRIAL_MACHINE: {"class": mine.machine_class, **mine.as_dict()}}
+    return {TrialAttr.MACHINE: {"class": mine.machine_class, **mine.as_dict()}}
 
 
 def run_tags(user_attrs: dict[str, Any]) -> dict[str, str]:
@@ -170,12 +169,12 @@ def run_tags(user_attrs: dict[str, Any]) -> dict[str, str]:
     the trial itself; these add the class and the sweep host for every child run, refused
     and repeated ones included, so runs can be grouped by class in the MLflow UI.
     """
-    tags = {}
-    machine = user_attrs.get(TRIAL_MACHINE)
+    tags: dict[str, str] = {}
+    machine = user_attrs.get(TrialAttr.MACHINE)
     if isinstance(machine, dict) and machine.get("class"):
-        tags["machine.class"] = str(machine["class"])
-    if user_attrs.get(TRIAL_HOST):
-        tags["machine.sweep_host"] = str(user_attrs[TRIAL_HOST])
+        tags[Tag.MACHINE_CLASS] = str(machine["class"])
+    if user_attrs.get(TrialAttr.OWNER_HOST):
+        tags[Tag.SWEEP_HOST] = str(user_attrs[TrialAttr.OWNER_HOST])
     return tags
 
 
@@ -183,9 +182,9 @@ def host_tags() -> dict[str, str]:
     """MLflow tags for a sweep's parent run: which host and process (so a later start can
     tell a dead sweep's run from a live one), which class."""
     return {
-        "machine.host": socket.gethostname(),
-        "machine.class": fingerprint().machine_class,
-        "loadertune.pid": str(os.getpid()),
+        Tag.HOST: socket.gethostname(),
+        Tag.MACHINE_CLASS: fingerprint().machine_class,
+        Tag.PID: str(os.getpid()),
     }
 
 

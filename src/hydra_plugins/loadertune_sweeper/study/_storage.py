@@ -33,16 +33,12 @@ import psutil
 from optuna.trial import FrozenTrial, TrialState
 
 from .. import _optuna_private
+from .._keys import TrialAttr
 from . import _hosts
 
-OWNER_HOST = "owner_host"
-OWNER_PID = "owner_pid"
-OWNER_STARTED = "owner_started"
-REASON = "reason"
 INTERRUPTED = "interrupted"  # the sweep that ran the trial died: it measured nothing
 OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
 LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
-REPEAT_OF = "repeat_of"  # a trial answered from an earlier one's measurement: not counted
 
 HEARTBEAT_S = 10  # a server-backed study's sweep records a heartbeat this often
 GRACE_S = 60  # a RUNNING trial whose heartbeat is older than this is failed by any host
@@ -154,11 +150,11 @@ def claim(trial: optuna.trial.Trial) -> None:
     would otherwise take a half-claimed trial for an orphan.
     """
     me = psutil.Process()
-    trial.set_user_attr(OWNER_PID, me.pid)
-    trial.set_user_attr(OWNER_STARTED, me.create_time())
+    trial.set_user_attr(TrialAttr.OWNER_PID, me.pid)
+    trial.set_user_attr(TrialAttr.OWNER_STARTED, me.create_time())
     for key, value in _hosts.trial_attrs(_hosts.fingerprint()).items():
         trial.set_user_attr(key, value)
-    trial.set_user_attr(OWNER_HOST, socket.gethostname())
+    trial.set_user_attr(TrialAttr.OWNER_HOST, socket.gethostname())
 
 
 def fail_orphaned_trials(study: optuna.Study) -> list[int]:
@@ -178,7 +174,7 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
             with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 # Another host may fail it first, or its owner may finish it meanwhile.
                 trial = optuna.trial.Trial(study, _optuna_private.trial_id(frozen))
-                trial.set_user_attr(REASON, INTERRUPTED)
+                trial.set_user_attr(TrialAttr.REASON, INTERRUPTED)
                 study.tell(frozen.number, state=TrialState.FAIL)
                 failed.append(frozen.number)
     return failed
@@ -186,13 +182,13 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
 
 def _orphaned_here(frozen: FrozenTrial, now: datetime) -> bool:
     attrs = frozen.user_attrs
-    host = attrs.get(OWNER_HOST)
-    if host is None or attrs.get(OWNER_PID) is None:  # not (fully) claimed yet
+    host = attrs.get(TrialAttr.OWNER_HOST)
+    if host is None or attrs.get(TrialAttr.OWNER_PID) is None:  # not (fully) claimed yet
         started = frozen.datetime_start
         return started is not None and now - started > timedelta(seconds=UNCLAIMED_S)
     if host != socket.gethostname():
         return False
-    return not _alive(attrs.get(OWNER_PID), attrs.get(OWNER_STARTED))
+    return not _alive(attrs.get(TrialAttr.OWNER_PID), attrs.get(TrialAttr.OWNER_STARTED))
 
 
 def _alive(pid: Any, started: Any) -> bool:
@@ -213,10 +209,10 @@ def counts(trial: FrozenTrial) -> bool:
     measured nothing, and another trial takes its place. Nor does a repeat (``repeat_of``):
     it was answered from an earlier measurement, and ``n_trials`` counts settings measured.
     """
-    if trial.user_attrs.get(REPEAT_OF) is not None:
+    if trial.user_attrs.get(TrialAttr.REPEAT_OF) is not None:
         return False
     if trial.state == TrialState.FAIL:
-        return trial.user_attrs.get(REASON) not in (*LOST, None)
+        return trial.user_attrs.get(TrialAttr.REASON) not in (*LOST, None)
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
 
 
@@ -305,7 +301,7 @@ class Slots:
                 trial = self._ask()
                 if self._within_total(trial):
                     return self._take(trial)
-                trial.set_user_attr(REASON, OVER_BUDGET)
+                trial.set_user_attr(TrialAttr.REASON, OVER_BUDGET)
                 self.study.tell(trial, state=TrialState.FAIL)
             elif not said and self.note is not None:
                 said = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,16 +25,15 @@ from loadertune.search_rules import effective_key
 from loadertune.validation import validate
 
 from .. import _optuna_private
+from .._keys import Tag, TrialAttr, TrialFigures
 from ..plan._sweep_plan import Composer, SweepPlan, overrides, suggest
-from ..study import _hosts, _storage
-from ..study._storage import REPEAT_OF
+from ..study import _hosts
 from ._trial_process import TrialOutcome
 
 if TYPE_CHECKING:
     from ..record._console import SweepView
     from ..record._mlflow_runs import SweepRecorder
 
-EFFECTIVE_KEY = "effective_key"
 
 # Run a trial process for these settings; the Optuna trial gets pruner reports.
 Measure = Callable[[optuna.Trial | None, DictConfig, RunConfig], TrialOutcome]
@@ -100,7 +99,7 @@ def answer_trial(
     """Answer a claimed trial's settings: refused, repeated, or measured."""
     values = suggest(trial, plan, custom_search_space, compose.config)
     lines = overrides(values, plan.fixed, plan.accelerator, plan.default_workers)
-    trial.set_user_attr("overrides", lines)
+    trial.set_user_attr(TrialAttr.OVERRIDES, lines)
     job_cfg = compose(lines, job_num=trial.number)
     resolved = OmegaConf.to_yaml({k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True)
     answer = Answer(trial, TrialState.PRUNED, yaml=resolved)
@@ -111,10 +110,10 @@ def answer_trial(
         answer.reason, answer.error = "invalid_config", str(exc)
         return answer
     key = effective_key(answer.config, plan.accelerator)
-    trial.set_user_attr(EFFECTIVE_KEY, key)
+    trial.set_user_attr(TrialAttr.EFFECTIVE_KEY, key)
     earlier = _same_measurement(study, key, trial.number)
     if earlier is not None:
-        trial.set_user_attr(REPEAT_OF, earlier.number)
+        trial.set_user_attr(TrialAttr.REPEAT_OF, earlier.number)
         answer.state, answer.value, answer.repeat_of = (
             TrialState.COMPLETE,
             earlier.value,
@@ -135,7 +134,7 @@ def answer_trial(
 
 def _same_measurement(study: optuna.Study, key: str, number: int) -> Any:
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.number != number and t.user_attrs.get(EFFECTIVE_KEY) == key:
+        if t.number != number and t.user_attrs.get(TrialAttr.EFFECTIVE_KEY) == key:
             return t
     return None
 
@@ -150,18 +149,19 @@ def tell_and_record(
     """Tell Optuna, then record the trial in MLflow and on the console."""
     trial, outcome = v.trial, v.outcome
     if v.reason:
-        trial.set_user_attr(_storage.REASON, v.reason)
+        trial.set_user_attr(TrialAttr.REASON, v.reason)
     if v.error:
-        trial.set_user_attr("error", v.error[-4000:])
+        trial.set_user_attr(TrialAttr.ERROR, v.error[-4000:])
     if outcome is not None:
         _keep_outcome(trial, outcome)
     frozen = _optuna_private.tell(
         study, trial, v.value if v.state == TrialState.COMPLETE else None, v.state
     )
-    tags = {"reason": v.reason} if v.reason else {}
+    tags: dict[str, str] = {Tag.REASON: v.reason} if v.reason else {}
     tags.update(_hosts.run_tags(frozen.user_attrs))
-    if v.repeat_of is not None:
-        tags["repeat_of"] = str(v.repeat_of.number)
+    repeat_of = v.repeat_of.number if v.repeat_of is not None else None
+    if repeat_of is not None:
+        tags[Tag.REPEAT_OF] = str(repeat_of)
     if outcome is not None and (outcome.leaked_processes or outcome.shm_files_removed):
         tags["cleanup"] = (
             f"killed {outcome.leaked_processes} leftover processes, removed "
@@ -172,7 +172,7 @@ def tell_and_record(
 
     try:
         recorder.record_trial(
-            frozen, v.config, result, outcome.steps if outcome else [], v.yaml, tags
+            frozen, v.config, result, outcome.steps if outcome else [], v.yaml, tags, repeat_of
         )
     except MlflowException as exc:  # Optuna holds the trial; say so and carry on
         view.note(f"trial {frozen.number} is in Optuna but MLflow refused it: {exc}")
@@ -181,15 +181,23 @@ def tell_and_record(
 
 def _keep_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
     """Keep with the trial what its process left behind and what the report plots."""
-    for name in ("wall_s", "leaked_processes", "shm_files_removed", "oom_kills"):
-        trial.set_user_attr(name, round(getattr(outcome, name), 3))
-    trial.set_user_attr("timed_steps", len(outcome.steps))
-    trial.set_user_attr("peak_memory_mb", round(outcome.peak_memory_bytes / 2**20, 1))
     r = outcome.result
+    figures = TrialFigures(
+        wall_s=round(outcome.wall_s, 3),
+        leaked_processes=outcome.leaked_processes,
+        shm_files_removed=outcome.shm_files_removed,
+        oom_kills=outcome.oom_kills,
+        timed_steps=len(outcome.steps),
+        peak_memory_mb=round(r.peak_memory_mb if r else outcome.peak_memory_bytes / 2**20, 1),
+    )
     if r is not None:
-        trial.set_user_attr("peak_memory_mb", round(r.peak_memory_mb, 1))
-        trial.set_user_attr("cpu_percent_mean", round(r.cpu_percent_mean, 1))
-        trial.set_user_attr("data_wait_fraction", round(r.summary.data_wait_fraction, 4))
-        trial.set_user_attr("samples_per_s", round(r.summary.samples_per_s, 1))
-        trial.set_user_attr("other_cpu_percent", round(r.other_cpu_percent, 1))
-        trial.set_user_attr("steal_percent", round(r.steal_percent, 1))
+        figures = replace(
+            figures,
+            cpu_percent_mean=round(r.cpu_percent_mean, 1),
+            data_wait_fraction=round(r.summary.data_wait_fraction, 4),
+            samples_per_s=round(r.summary.samples_per_s, 1),
+            other_cpu_percent=round(r.other_cpu_percent, 1),
+            steal_percent=round(r.steal_percent, 1),
+        )
+    for name, value in figures.as_attrs().items():
+        trial.set_user_attr(name, value)

@@ -19,6 +19,7 @@ from loadertune import paired_stats
 from loadertune.paired_stats import NOISE_FLOOR, within_noise
 from loadertune.search_rules import workers_of
 
+from .._keys import TrialAttr
 from ..plan._baselines import Role, role_of
 
 
@@ -76,7 +77,7 @@ def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
         for t in trials
         if t.state == TrialState.COMPLETE
         and t.value is not None
-        and t.user_attrs.get("repeat_of") is None
+        and t.user_attrs.get(TrialAttr.REPEAT_OF) is None
     ]
     chosen: dict[int, Candidate] = {}
     for t in complete:

@@ -17,6 +17,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.search_rules import workers_of
 
+from .._keys import TrialAttr, TrialFigures
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -98,7 +100,7 @@ def _measured(study: optuna.Study) -> list[FrozenTrial]:
     return [
         t
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.user_attrs.get("repeat_of") is None and t.value is not None
+        if t.user_attrs.get(TrialAttr.REPEAT_OF) is None and t.value is not None
     ]
 
 
@@ -185,6 +187,9 @@ def _mark_recommended(ax: Axes, chosen: Candidate) -> None:
 
 def _attr_panel(ax: Axes, trials: list[FrozenTrial], attr: str, title: str, unit: str) -> None:
     """One recorded figure of each trial against its workers."""
-    points = [(_workers(t), t.user_attrs[attr]) for t in trials if attr in t.user_attrs]
+    kept = [(t, TrialFigures.of(t.user_attrs)) for t in trials]
+    points = [
+        (_workers(t), getattr(f, attr)) for t, f in kept if f and getattr(f, attr) is not None
+    ]
     ax.scatter([w for w, _ in points], [v for _, v in points], s=20, color="tab:blue")
     ax.set(xlabel="num_workers", ylabel=unit, title=title)

@@ -16,6 +16,7 @@ from loadertune.loader import loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.result_stores import write_text_atomically
 
+from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
 from ..plan._guess import study_guess, study_range
 from . import _candidates, _text
@@ -105,7 +106,7 @@ class VerdictRun:
             if self.stopped():
                 return False
             overrides = [
-                *c.trial.user_attrs["overrides"],
+                *c.trial.user_attrs[TrialAttr.OVERRIDES],
                 *ROUND_WINDOW,
                 f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
             ]
@@ -136,7 +137,7 @@ class VerdictRun:
         )
         sweep_dir = self.plan.sweep_dir
         write_text_atomically(sweep_dir / "verdict.md", text)
-        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
+        config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])
         loader_file, settings = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
         return Verdict(rec, cands, assurance, text, loader_file, settings)
@@ -148,13 +149,14 @@ def search_busy(study: optuna.Study) -> list[float]:
 
     from ._confidence import busy_share
 
-    return [
-        busy_share(
-            [(t.user_attrs["other_cpu_percent"], t.user_attrs.get("steal_percent", 0.0))],
-            usable_cpus(),
-        )
+    kept = [
+        TrialFigures.of(t.user_attrs)
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if "other_cpu_percent" in t.user_attrs
+    ]
+    return [
+        busy_share([(f.other_cpu_percent, f.steal_percent or 0.0)], usable_cpus())
+        for f in kept
+        if f is not None and f.other_cpu_percent is not None
     ]
 
 

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
 
 from loadertune.errors import ConfigError
 
@@ -375,11 +380,11 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
         full = f"{key}.{sub}" if sub else key
         problem = str(exc).splitlines()[0].rstrip(".")
         value = getattr(exc, "value", None)
-        if "missing mandatory value" in problem.lower():
+        if isinstance(exc, MissingMandatoryValue):
             return_fix = f"set it, e.g. {full}=<value>"
             problem = "is required"
             value = "???"
-        elif "not in" in problem:
+        elif isinstance(exc, ConfigKeyError | ConfigAttributeError):  # a key the schema lacks
             known = ", ".join(f.name for f in dataclasses.fields(schema))
             return_fix = f"remove it or use one of the known keys: {known}"
             problem = "is not a known key"

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
+from loadertune.failures import Reason
 from loadertune.result import TrialResult
 from loadertune.stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
@@ -266,7 +267,7 @@ class SweepRecorder:
                     "loadertune.kind": "trial",
                     "optuna.trial_number": str(number),
                     "optuna.state": frozen.state.name,
-                    "reason": str(frozen.user_attrs.get("reason", "interrupted")),
+                    "reason": str(frozen.user_attrs.get("reason", Reason.INTERRUPTED)),
                 },
             )
             self.client.set_terminated(run.info.run_id, "FAILED")

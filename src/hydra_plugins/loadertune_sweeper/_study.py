@@ -32,13 +32,15 @@ import optuna
 import psutil
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune.failures import Reason
+
 from . import _fleet, _optuna_private
 
 OWNER_HOST = "owner_host"
 OWNER_PID = "owner_pid"
 OWNER_STARTED = "owner_started"
 REASON = "reason"
-INTERRUPTED = "interrupted"  # the sweep that ran the trial died: it measured nothing
+INTERRUPTED = Reason.INTERRUPTED.value  # the sweep that ran the trial died: it measured nothing
 OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
 LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
 REPEAT_OF = "repeat_of"  # a trial answered from an earlier one's measurement: not counted

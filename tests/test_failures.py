@@ -8,6 +8,7 @@ SIGKILLed; a dataset always raises. The sweep process is killed and resumed, and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -22,7 +23,7 @@ import pytest
 from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import INFEASIBLE, REASONS, classify, classify_exit
+from loadertune.failures import INFEASIBLE, REASONS, Reason, TrialFailure, classify, classify_exit
 from tests.conftest import FIXTURES
 from tests.test_sweep import finished, mlflow_runs, study_at
 
@@ -303,3 +304,13 @@ def test_exit_status_classification() -> None:
     assert classify_exit(-9) == "trial_killed"
     assert classify_exit(1) == "trial_crashed"
     assert "memory_budget" in INFEASIBLE and "timeout" not in INFEASIBLE
+
+
+def test_a_reason_is_its_stored_word() -> None:
+    """Optuna attrs, MLflow tags and messages get the word itself, as before the enum."""
+    reason = classify("InfeasibleSetting", "[shm_exhausted] about 900 MB in flight")
+    assert reason is Reason.SHM_EXHAUSTED
+    assert str(reason) == f"{reason}" == "shm_exhausted" and type(str(reason)) is str
+    assert json.dumps({"reason": reason}) == '{"reason": "shm_exhausted"}'
+    assert str(TrialFailure(Reason.TIMEOUT, "hung")) == "[timeout] hung"
+    assert set(REASONS) == set(Reason)  # each reason documented

@@ -8,15 +8,17 @@ person sees one line instead of a traceback. Inside the package only these objec
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import (
+    OmegaConfBaseException,
+)
 
+from loadertune.config_schema import structured
 from loadertune.errors import ConfigError
 
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -322,7 +324,7 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
         "tracking": TrackingConfig,
         "paths": PathsConfig,
     }
-    parts = {k: _structured(k, schema, node.get(k, {})) for k, schema in simple.items()}
+    parts = {k: structured(k, schema, node.get(k, {})) for k, schema in simple.items()}
     return RunConfig(dataset=dataset, model=model, storage=storage, **parts)
 
 
@@ -331,7 +333,7 @@ def _variant(group: str, node: Any, options: Mapping[str, type[Any]]) -> Any:
     if not isinstance(name, str) or name not in options:
         known = ", ".join(sorted(options))
         raise ConfigError(f"{group}.name", name, f"is not a known {group}", f"use one of {known}")
-    return _structured(group, options[name], node)
+    return structured(group, options[name], node)
 
 
 def _dataset_config(node: Any) -> DatasetConfig:
@@ -363,35 +365,6 @@ def _target_and_kwargs(group: str, node: DictConfig, fix: str) -> tuple[str, dic
     if not isinstance(target, str) or target in ("", "???"):
         raise ConfigError(f"{group}._target_", target, "is not set", fix)
     return target, {str(k): v for k, v in container.items()}
-
-
-def _structured(key: str, schema: type[Any], node: Any) -> Any:
-    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure."""
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
-        return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        sub = getattr(exc, "full_key", None) or ""
-        full = f"{key}.{sub}" if sub else key
-        problem = str(exc).splitlines()[0].rstrip(".")
-        value = getattr(exc, "value", None)
-        if "missing mandatory value" in problem.lower():
-            return_fix = f"set it, e.g. {full}=<value>"
-            problem = "is required"
-            value = "???"
-        elif "not in" in problem:
-            known = ", ".join(f.name for f in dataclasses.fields(schema))
-            return_fix = f"remove it or use one of the known keys: {known}"
-            problem = "is not a known key"
-        else:
-            kinds = {f.name: f.type for f in dataclasses.fields(schema)}
-            kind = str(kinds.get(sub.split(".")[0], "the documented type")).replace(" | None", "")
-            problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
-            problem += f" is not of type {kind}"
-            return_fix = f"give {full} a value of type {kind} (see the comments in conf/{key}/)"
-        if isinstance(node, DictConfig) and sub and value is None:
-            value = OmegaConf.select(node, sub, throw_on_missing=False)
-        raise ConfigError(full, value, problem, return_fix) from None
 
 
 def resolve_path(path: str) -> Path:

@@ -12,70 +12,103 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 
-REASONS: dict[str, str] = {
-    "shm_exhausted": "/dev/shm too small for the batches in flight (a worker died of SIGBUS)",
-    "worker_oom": "a DataLoader worker was killed by the kernel (out of memory)",
-    "trial_killed": "the trial's own process was killed (exit by SIGKILL, no Python error)",
-    "memory_budget": "the trial's process tree grew past the memory budget and was stopped",
-    "fd_exhausted": "too many open file descriptors for the workers' shared-memory handles",
-    "timeout": "the trial hung: no progress within its limit; its process group was killed",
-    "worker_crashed": "a DataLoader worker segfaulted or exited unexpectedly",
-    "dataset_error": "the dataset raised an exception (a bug in it, whatever the settings)",
-    "unpicklable": "the dataset cannot be pickled for the spawn/forkserver start method",
-    "invalid_config": "a setting PyTorch or loadertune refuses (checked before workers start)",
-    "cuda_oom": "the batch or model does not fit in the accelerator's memory",
-    "interrupted": "the sweep was interrupted (Ctrl-C, or its process died) during the trial",
-    "trial_crashed": "the trial's process exited with an error status and no Python error",
+
+class Reason(str, Enum):
+    """Why a trial failed: a ``str`` equal to its value, the word stored in Optuna and MLflow.
+
+    ``str()`` and f-strings give the value (as ``enum.StrEnum`` does, which Python 3.10 lacks).
+    Stores are given ``str(reason)``: OmegaConf would write a member by its name, and YAML
+    dumpers refuse it.
+    """
+
+    SHM_EXHAUSTED = "shm_exhausted"
+    WORKER_OOM = "worker_oom"
+    TRIAL_KILLED = "trial_killed"
+    MEMORY_BUDGET = "memory_budget"
+    FD_EXHAUSTED = "fd_exhausted"
+    TIMEOUT = "timeout"
+    WORKER_CRASHED = "worker_crashed"
+    DATASET_ERROR = "dataset_error"
+    UNPICKLABLE = "unpicklable"
+    INVALID_CONFIG = "invalid_config"
+    CUDA_OOM = "cuda_oom"
+    INTERRUPTED = "interrupted"
+    TRIAL_CRASHED = "trial_crashed"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+REASONS: dict[Reason, str] = {
+    Reason.SHM_EXHAUSTED: "/dev/shm too small for the batches in flight (a worker died of SIGBUS)",
+    Reason.WORKER_OOM: "a DataLoader worker was killed by the kernel (out of memory)",
+    Reason.TRIAL_KILLED: "the trial's own process was killed (exit by SIGKILL, no Python error)",
+    Reason.MEMORY_BUDGET: "the trial's process tree grew past the memory budget and was stopped",
+    Reason.FD_EXHAUSTED: "too many open file descriptors for the workers' shared-memory handles",
+    Reason.TIMEOUT: "the trial hung: no progress within its limit; its process group was killed",
+    Reason.WORKER_CRASHED: "a DataLoader worker segfaulted or exited unexpectedly",
+    Reason.DATASET_ERROR: "the dataset raised an exception (a bug in it, whatever the settings)",
+    Reason.UNPICKLABLE: "the dataset cannot be pickled for the spawn/forkserver start method",
+    Reason.INVALID_CONFIG: "a setting PyTorch or loadertune refuses (checked before workers start)",
+    Reason.CUDA_OOM: "the batch or model does not fit in the accelerator's memory",
+    Reason.INTERRUPTED: "the sweep was interrupted (Ctrl-C, or its process died) during the trial",
+    Reason.TRIAL_CRASHED: "the trial's process exited with an error status and no Python error",
 }
 
 INFEASIBLE = frozenset(
     {
-        "shm_exhausted",
-        "worker_oom",
-        "memory_budget",
-        "fd_exhausted",
-        "invalid_config",
-        "cuda_oom",
-        "unpicklable",
+        Reason.SHM_EXHAUSTED,
+        Reason.WORKER_OOM,
+        Reason.MEMORY_BUDGET,
+        Reason.FD_EXHAUSTED,
+        Reason.INVALID_CONFIG,
+        Reason.CUDA_OOM,
+        Reason.UNPICKLABLE,
     }
 )
 
 
 @dataclass(frozen=True)
 class _Rule:
-    reason: str
+    reason: Reason
     pattern: re.Pattern[str]
 
 
 _RULES = [
     _Rule(
-        "shm_exhausted",
+        Reason.SHM_EXHAUSTED,
         re.compile(
             r"killed by signal: Bus error|out of shared memory|"
             r"No space left on device.*shm|shm.*No space left"
         ),
     ),
-    _Rule("worker_oom", re.compile(r"DataLoader worker \(pid \d+\) is killed by signal: Killed")),
-    _Rule("fd_exhausted", re.compile(r"Too many open files")),
     _Rule(
-        "worker_crashed",
+        Reason.WORKER_OOM, re.compile(r"DataLoader worker \(pid \d+\) is killed by signal: Killed")
+    ),
+    _Rule(Reason.FD_EXHAUSTED, re.compile(r"Too many open files")),
+    _Rule(
+        Reason.WORKER_CRASHED,
         re.compile(
             r"killed by signal: Segmentation fault|"
             r"DataLoader worker \(pid\(s\) [^)]*\) exited unexpectedly|"
             r"is killed by signal"
         ),
     ),
-    _Rule("cuda_oom", re.compile(r"OutOfMemoryError|CUDA out of memory")),
+    _Rule(Reason.CUDA_OOM, re.compile(r"OutOfMemoryError|CUDA out of memory")),
     # Host memory refused to the process (ulimit -v, cgroup): a setting too large, not a bug.
     _Rule(
-        "memory_budget",
+        Reason.MEMORY_BUDGET,
         re.compile(
             r"(^|\W)MemoryError\b|Cannot allocate memory|DefaultCPUAllocator: can't allocate"
         ),
     ),
     _Rule(
-        "unpicklable",
+        Reason.UNPICKLABLE,
         re.compile(
             r"PicklingError|Can't pickle|Can't get local object|"
             r"cannot pickle"
@@ -84,35 +117,35 @@ _RULES = [
 ]
 
 
-def classify(exc_type: str, text: str) -> str:
+def classify(exc_type: str, text: str) -> Reason:
     """The reason for a trial that raised ``exc_type`` with traceback/message ``text``."""
     if exc_type == "ConfigError":
-        return "invalid_config"
+        return Reason.INVALID_CONFIG
     if exc_type in ("InfeasibleSetting", "TrialFailure"):
         # The last ``[reason]``: the failure's own line comes after any chained cause.
-        named = [str(r) for r in re.findall(r"\[(\w+)\]", text) if r in REASONS]
+        named = [Reason(r) for r in re.findall(r"\[(\w+)\]", text) if r in REASONS]
         if named:
             return named[-1]
     for rule in _RULES:
         if rule.pattern.search(text):
             return rule.reason
-    return "dataset_error"
+    return Reason.DATASET_ERROR
 
 
-def classify_exit(exitcode: int | None) -> str:
+def classify_exit(exitcode: int | None) -> Reason:
     """The reason for a trial process that ended without reporting an error."""
     if exitcode is not None and exitcode < 0:
-        return "trial_killed"
-    return "trial_crashed"
+        return Reason.TRIAL_KILLED
+    return Reason.TRIAL_CRASHED
 
 
 class TrialFailure(RuntimeError):
-    """A trial stopped by one of its own guards, with its reason (one of :data:`REASONS`).
+    """A trial stopped by one of its own guards, with its :class:`Reason`.
 
     The text opens with ``[reason]`` so :func:`classify` reads it back from a traceback.
     """
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         self.reason = reason
         self.message = message
         super().__init__(f"[{reason}] {message}")

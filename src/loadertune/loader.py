@@ -32,9 +32,9 @@ def loader_config(cfg: LoaderConfig | Mapping[str, Any]) -> LoaderConfig:
     """Accept a :class:`LoaderConfig`, a dict, or an OmegaConf node (e.g. ``best_loader.yaml``)."""
     if isinstance(cfg, LoaderConfig):
         return cfg
-    from loadertune.config import _structured
+    from loadertune.config_schema import structured
 
-    return _structured("loader", LoaderConfig, dict(cfg))  # type: ignore[no-any-return]
+    return structured("loader", LoaderConfig, dict(cfg))  # type: ignore[no-any-return]
 
 
 def accelerator_available(device: torch.device | str | None = None) -> bool:

@@ -22,7 +22,7 @@ import psutil
 from loadertune import torch_rules
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
-from loadertune.failures import InfeasibleSetting
+from loadertune.failures import InfeasibleSetting, Reason
 from loadertune.machine import usable_cpus
 
 SHM = "/dev/shm"
@@ -117,7 +117,7 @@ def _check_memory(loader: LoaderConfig, batch: int, estimates: dict[str, float])
     estimates["memory_needed_mb"] = need / 2**20
     if need > available * MEMORY_HEADROOM:
         raise InfeasibleSetting(
-            "memory_budget",
+            Reason.MEMORY_BUDGET,
             f"about {need / 2**20:,.0f} MB of batches at once (batch {batch / 2**20:,.1f} MB x "
             f"{in_flight + 2} in flight and in use) but {available / 2**20:,.0f} MB of memory "
             "is available; lower loader.batch_size, loader.num_workers or "
@@ -159,7 +159,7 @@ def _check_shared(loader: LoaderConfig, sample: Any, batch: int) -> dict[str, fl
         estimates["shm_free_mb"] = free / 2**20
         if need > free * SHM_HEADROOM:
             raise InfeasibleSetting(
-                "shm_exhausted",
+                Reason.SHM_EXHAUSTED,
                 f"about {need / 2**20:.0f} MB of batches in flight (batch {batch / 2**20:.1f} MB"
                 f" x prefetch_factor x num_workers = x{in_flight}) but {SHM} has "
                 f"{free / 2**20:.0f} MB free; lower loader.num_workers, loader.prefetch_factor "
@@ -172,7 +172,7 @@ def _check_shared(loader: LoaderConfig, sample: Any, batch: int) -> dict[str, fl
     estimates["fds_needed"] = fds
     if soft != resource.RLIM_INFINITY and fds > soft:
         raise InfeasibleSetting(
-            "fd_exhausted",
+            Reason.FD_EXHAUSTED,
             f"about {fds} open descriptors needed, RLIMIT_NOFILE is {soft}; raise it "
             "(ulimit -n) or lower loader.num_workers / loader.prefetch_factor",
         )

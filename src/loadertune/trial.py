@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loadertune import _torch_private
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig
 from loadertune.errors import ConfigError
@@ -387,7 +388,5 @@ class _StepLoop:
 
     def close(self) -> None:
         """Shut the workers down now rather than at garbage collection."""
-        shutdown = getattr(self._it, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
+        _torch_private.shutdown_workers(self._it)
         self._it = None

@@ -23,9 +23,10 @@ from typing import Any
 
 import psutil
 
+from loadertune import _torch_private
 from loadertune.config import TrialConfig
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import TrialFailure
+from loadertune.failures import Reason, TrialFailure
 
 EXIT_TRIAL_FAILED = int(ExitStatus.NO_RESULT)  # 3: the single trial failed
 UNHANDLED_S = 10.0  # a trial off the main thread notices its killed workers within 5 s
@@ -73,7 +74,7 @@ class TrialStopper:
         if self.failure is not None:
             raise self.failure from (None if isinstance(exc, _Stopped) else exc)
 
-    def fail(self, reason: str, message: str) -> bool:
+    def fail(self, reason: Reason, message: str) -> bool:
         """Record the failure the trial will end with; False if one was recorded already."""
         with self._lock:
             if self.failure is not None:
@@ -81,7 +82,7 @@ class TrialStopper:
             self.failure = TrialFailure(reason, message)
             return True
 
-    def stop(self, reason: str, message: str, hard: bool = False) -> None:
+    def stop(self, reason: Reason, message: str, hard: bool = False) -> None:
         """Fail the trial with ``reason`` now: kill its children, interrupt its main thread.
 
         ``hard``: if the trial has not answered within ``grace_s`` (its thread interrupted) or
@@ -135,7 +136,7 @@ def trial_guards(tc: TrialConfig) -> Iterator[TrialStopper]:
             if channel.current() is None:
                 budget = memory_budget_bytes(tc.memory_budget_mb)
                 with TrialMemoryWatch(
-                    budget, lambda m: stopper.stop("memory_budget", m, hard=True)
+                    budget, lambda m: stopper.stop(Reason.MEMORY_BUDGET, m, hard=True)
                 ):
                     yield stopper
             else:
@@ -152,15 +153,4 @@ def _forget_workers() -> None:
     """
     if "torch" not in sys.modules:
         return
-    import gc
-
-    from torch.utils.data import dataloader
-    from torch.utils.data._utils import signal_handling
-
-    with contextlib.suppress(Exception):  # private to PyTorch: best effort
-        for obj in gc.get_objects():
-            if isinstance(obj, dataloader._MultiProcessingDataLoaderIter) and getattr(
-                obj, "_worker_pids_set", False
-            ):
-                signal_handling._remove_worker_pids(id(obj))  # type: ignore[attr-defined]
-                obj._worker_pids_set = False
+    _torch_private.unwatch_all_workers()

@@ -28,19 +28,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from loadertune.failures import classify
+from loadertune.failures import Reason, classify
 
 # Each a sign that a worker lost a batch or is about to die, whoever printed it.
-_FATAL: list[tuple[str, re.Pattern[str]]] = [
+_FATAL: list[tuple[Reason, re.Pattern[str]]] = [
     (
-        "shm_exhausted",
+        Reason.SHM_EXHAUSTED,
         re.compile(
             r"unable to allocate shared memory|No space left on device.*shm|"
             r"shm.*No space left|Fatal Python error: Bus error|out of shared memory"
         ),
     ),
-    ("fd_exhausted", re.compile(r"Too many open files")),
-    ("worker_crashed", re.compile(r"Fatal Python error: Segmentation fault")),
+    (Reason.FD_EXHAUSTED, re.compile(r"Too many open files")),
+    (Reason.WORKER_CRASHED, re.compile(r"Fatal Python error: Segmentation fault")),
 ]
 # A traceback through the queue's feeder thread: the batch it was sending is lost.
 _FEEDER = re.compile(r"multiprocessing[/\\]queues\.py\", line \d+, in _feed\b|QueueFeederThread")
@@ -55,7 +55,7 @@ _KEEP = 400  # lines of recent output kept to read a traceback back from its sta
 class WorkerFault:
     """A fatal error a worker printed: the failure reason and the first lines printed."""
 
-    reason: str
+    reason: Reason
     excerpt: str
 
     def message(self) -> str:
@@ -68,9 +68,9 @@ class WorkerFault:
 
 
 _FIXES = {
-    "shm_exhausted": "lower loader.num_workers, loader.prefetch_factor or loader.batch_size, "
+    Reason.SHM_EXHAUSTED: "lower loader.num_workers, loader.prefetch_factor or loader.batch_size, "
     "or enlarge /dev/shm (docker run --shm-size)",
-    "fd_exhausted": "raise the open-file limit (ulimit -n), or lower loader.num_workers or "
+    Reason.FD_EXHAUSTED: "raise the open-file limit (ulimit -n), or lower loader.num_workers or "
     "loader.prefetch_factor",
 }
 
@@ -88,7 +88,7 @@ def read_fault(lines: Sequence[str]) -> WorkerFault | None:
             reason = next((r for b in block if (r := _fatal_reason(b))), None)
         if reason is None:
             reason = classify("", "\n".join(block))
-            reason = "worker_crashed" if reason == "dataset_error" else reason
+            reason = Reason.WORKER_CRASHED if reason == Reason.DATASET_ERROR else reason
         head = block[:EXCERPT_LINES]
         if len(block) > EXCERPT_LINES:
             head = [*block[: EXCERPT_LINES - 2], "  ...", block[-1]]
@@ -96,7 +96,7 @@ def read_fault(lines: Sequence[str]) -> WorkerFault | None:
     return None
 
 
-def _fatal_reason(line: str) -> str | None:
+def _fatal_reason(line: str) -> Reason | None:
     return next((reason for reason, pattern in _FATAL if pattern.search(line)), None)
 
 

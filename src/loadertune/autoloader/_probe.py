@@ -14,6 +14,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from loadertune import _torch_private
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._schedule import Setting
 
@@ -80,7 +81,7 @@ class Probe:
                 raise
             raise ProbeFault(f"workers failed to start: {err}") from err
         if guarded and self.setting.num_workers:
-            _unregister_workers(self._it)
+            _torch_private.unwatch_workers(self._it)
 
     def drain(self) -> None:
         """Hand out no more batches: the iterator ends once those in flight are delivered."""
@@ -89,15 +90,10 @@ class Probe:
     def unguard(self, timeout_s: float) -> None:
         """Keep this probe as the settled loader: the user's timeout, PyTorch's SIGCHLD check."""
         self.loader.timeout = timeout_s
-        pool = getattr(self.loader, "_iterator", None)  # persistent workers' iterator
+        pool = _torch_private.persistent_iterator(self.loader)
         if pool is not None:
-            pool._timeout = timeout_s  # read when it started, reused by each epoch
-            if not getattr(pool, "_worker_pids_set", True):
-                from torch.utils.data._utils import signal_handling
-
-                pids = tuple(w.pid for w in pool._workers)
-                signal_handling._set_worker_pids(id(pool), pids)  # type: ignore[attr-defined]
-                pool._worker_pids_set = True
+            _torch_private.set_timeout(pool, timeout_s)
+            _torch_private.watch_workers(pool)
 
     @property
     def running(self) -> bool:
@@ -127,7 +123,7 @@ class Probe:
 
     def _fault(self, waited_s: float) -> str | None:
         """Why the probe failed, when the error is its workers' and not the dataset's."""
-        workers = getattr(self._it, "_workers", [])  # multiprocessing.Process objects
+        workers = _torch_private.worker_processes(self._it)
         dead = [w.pid for w in workers if not w.is_alive()]
         if dead:
             codes = sorted({w.exitcode for w in workers if not w.is_alive()}, key=str)
@@ -138,8 +134,9 @@ class Probe:
 
     def worker_pids(self) -> list[int]:
         """The workers' pids, running or idle between rounds (persistent workers)."""
-        it = self._it or getattr(self.loader, "_iterator", None)
-        return [w.pid for w in getattr(it, "_workers", []) if w.pid is not None and w.is_alive()]
+        it = self._it or _torch_private.persistent_iterator(self.loader)
+        workers = _torch_private.worker_processes(it)
+        return [w.pid for w in workers if w.pid is not None and w.is_alive()]
 
     def close(self, kill: bool = False) -> None:
         """Stop the workers and give undelivered batches back to the plan.
@@ -148,31 +145,21 @@ class Probe:
         the training loop for PyTorch's join timeout (5 s a worker).
         """
         it, self._it = self._it, None
+        pool = _torch_private.persistent_iterator(self.loader)  # persistent workers live there
         if kill:
-            for worker in getattr(it or getattr(self.loader, "_iterator", None), "_workers", []):
+            for worker in _torch_private.worker_processes(it or pool):
                 if worker.is_alive():
                     worker.terminate()
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
-        pool = getattr(self.loader, "_iterator", None)  # persistent workers live on the loader
-        if pool is not None and pool is not it and hasattr(pool, "_shutdown_workers"):
-            pool._shutdown_workers()
-        self.loader._iterator = None
+        _torch_private.shutdown_workers(it)
+        if pool is not it:
+            _torch_private.shutdown_workers(pool)
+        _torch_private.forget_persistent_iterator(self.loader)
         self.sampler.release()
 
     def end_epoch(self) -> None:
         """The epoch ended or was abandoned: forget what was handed out, keep the workers."""
         self._it = None
         self.sampler.handed, self.sampler.delivered = [], 0
-
-
-def _unregister_workers(it: Any) -> None:
-    """Take an iterator's workers off PyTorch's SIGCHLD handler (see the module docstring)."""
-    if getattr(it, "_worker_pids_set", False):
-        from torch.utils.data._utils import signal_handling
-
-        signal_handling._remove_worker_pids(id(it))  # type: ignore[attr-defined]
-        it._worker_pids_set = False
 
 
 def tree_usage(pids: list[int]) -> tuple[float, float]:

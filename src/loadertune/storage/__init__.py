@@ -51,15 +51,16 @@ def open_storage(config: AnyStorageConfig) -> Iterator[StorageSession]:
         session.close()
 
 
-def remove_stale_scratch(parent: Path | None = None) -> list[Path]:
-    """Remove RAM copies and device files left in ``parent`` (``/dev/shm``) by killed trials.
+def remove_stale_scratch() -> list[Path]:
+    """Remove the RAM copies and device files of this user's trials whose process has exited.
 
+    They live in ``/dev/shm`` (else the temp folder).
     A trial removes its own when it ends; one killed with SIGKILL (pruned, timed out) cannot.
-    The next trial's storage removes them, and so can a sweep after each trial process ends.
+    The next trial's storage removes them, and the sweep does after each trial process ends.
     """
     from loadertune.storage import _scratch
 
-    return _scratch.remove_stale(parent or _scratch.default_parent())
+    return _scratch.remove_stale(_scratch.default_parent())
 
 
 def check_storage(storage: AnyStorageConfig, dataset: DatasetConfig) -> None:

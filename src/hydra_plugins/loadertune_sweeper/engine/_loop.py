@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
+from loadertune.failures import Reason
 from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
 from loadertune.result_stores import (
@@ -248,7 +249,7 @@ class SweepEngine:
             if answer.error and says_disk_full(answer.error):  # not the setting's fault
                 view.note("stopping: a disk is full (the trial's error says so; see above)")
                 return "FAILED", INFRA
-            if answer.reason == "interrupted":
+            if answer.reason == Reason.INTERRUPTED:
                 break
             # A repeat is answered from an earlier measurement: it does not use up n_trials.
             ran += answer.repeat_of is None
@@ -265,7 +266,7 @@ class SweepEngine:
                 )
                 break
             if answer.measured:
-                bugs.append(answer.signature() if answer.reason == "dataset_error" else "")
+                bugs.append(answer.signature() if answer.reason == Reason.DATASET_ERROR else "")
             if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
                 view.dataset_bug(answer.error or "")
                 return "FAILED", ExitStatus.DATASET_BUG

@@ -25,12 +25,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from loadertune.errors import ConfigError
 
+from .._hydra_private import BASIC_LAUNCHER as BASIC
+from .._hydra_private import job_error
 from .._keys import Results, TrialAttr
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
 
-BASIC = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 # Launchers that run every job on the machine that submits them.
 SAME_HOST = ("submitit_launcher.LocalLauncher", "joblib_launcher.JoblibLauncher")
 _KEY = "hydra.sweeper"
@@ -184,7 +185,7 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
     for k, ret in enumerate(returns):
         if ret.status != JobStatus.COMPLETED:  # reading return_value would re-raise
             failed += 1
-            print(f"worker{k}: FAILED: {_first_line(ret._return_value)}", file=sys.stderr)
+            print(f"worker{k}: FAILED: {_first_line(job_error(ret))}", file=sys.stderr)
             continue
         info = ret.return_value
         verdicts = studies.setdefault((info["study_name"], info["storage"]), {})

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
+from loadertune.failures import Reason
 from loadertune.result import TrialResult
 from loadertune.result_stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
@@ -272,7 +273,7 @@ class SweepRecorder:
                     Tag.KIND: RunKind.TRIAL,
                     Tag.TRIAL_NUMBER: str(number),
                     Tag.TRIAL_STATE: frozen.state.name,
-                    Tag.REASON: str(frozen.user_attrs.get(TrialAttr.REASON, "interrupted")),
+                    Tag.REASON: str(frozen.user_attrs.get(TrialAttr.REASON, Reason.INTERRUPTED)),
                 },
             )
             self.client.set_terminated(run.info.run_id, "FAILED")

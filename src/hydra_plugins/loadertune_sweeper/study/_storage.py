@@ -32,11 +32,13 @@ import optuna
 import psutil
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune.failures import Reason
+
 from .. import _optuna_private
 from .._keys import TrialAttr
 from . import _hosts
 
-INTERRUPTED = "interrupted"  # the sweep that ran the trial died: it measured nothing
+INTERRUPTED = Reason.INTERRUPTED.value  # the sweep that ran the trial died: it measured nothing
 OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
 LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
 

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from loadertune.config import RunConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.failures import INFEASIBLE
+from loadertune.failures import INFEASIBLE, Reason
 from loadertune.search_rules import effective_key
 from loadertune.validation import validate
 
@@ -107,7 +107,7 @@ def answer_trial(
         answer.config = to_run_config(job_cfg)
         validate(answer.config)
     except ConfigError as exc:  # a setting the space should not allow
-        answer.reason, answer.error = "invalid_config", str(exc)
+        answer.reason, answer.error = Reason.INVALID_CONFIG, str(exc)
         return answer
     key = effective_key(answer.config, plan.accelerator)
     trial.set_user_attr(TrialAttr.EFFECTIVE_KEY, key)
@@ -149,7 +149,7 @@ def tell_and_record(
     """Tell Optuna, then record the trial in MLflow and on the console."""
     trial, outcome = v.trial, v.outcome
     if v.reason:
-        trial.set_user_attr(TrialAttr.REASON, v.reason)
+        trial.set_user_attr(TrialAttr.REASON, str(v.reason))
     if v.error:
         trial.set_user_attr(TrialAttr.ERROR, v.error[-4000:])
     if outcome is not None:
@@ -157,7 +157,7 @@ def tell_and_record(
     frozen = _optuna_private.tell(
         study, trial, v.value if v.state == TrialState.COMPLETE else None, v.state
     )
-    tags: dict[str, str] = {Tag.REASON: v.reason} if v.reason else {}
+    tags: dict[str, str] = {Tag.REASON: str(v.reason)} if v.reason else {}
     tags.update(_hosts.run_tags(frozen.user_attrs))
     repeat_of = v.repeat_of.number if v.repeat_of is not None else None
     if repeat_of is not None:

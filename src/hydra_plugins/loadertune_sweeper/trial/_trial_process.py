@@ -32,11 +32,13 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from loadertune.channel import MessageKind, TrialStatus
-from loadertune.failures import classify, classify_exit
+from loadertune.failures import Reason, classify, classify_exit
 from loadertune.memory_watch import BudgetPacer, footprint_reader
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
+
+from .._hydra_private import job_error
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
 ProgressHook = Callable[[list[StepRecord]], bool]
@@ -159,17 +161,17 @@ class _Follower:
         """Kill the trial if the sweep is interrupted, a limit passed or memory ran over."""
         outcome = self.outcome
         if self.stop_requested():
-            outcome.status, outcome.reason = TrialStatus.FAILED, "interrupted"
+            outcome.status, outcome.reason = TrialStatus.FAILED, Reason.INTERRUPTED
             outcome.error = "Ctrl-C in the sweep process: the trial was stopped"
         elif (limit := self._limit_passed()) is not None:
             which, seconds = limit
-            outcome.reason = "timeout"
+            outcome.reason = Reason.TIMEOUT
             outcome.error = (
                 f"no progress: the trial passed its {which} ({seconds:.0f} s, "
                 f"{len(outcome.steps)} timed steps done) and its process group was killed"
             )
         elif self.guard.over_budget():
-            outcome.status, outcome.reason = TrialStatus.FAILED, "memory_budget"
+            outcome.status, outcome.reason = TrialStatus.FAILED, Reason.MEMORY_BUDGET
             outcome.error = (
                 f"the trial's process tree reached {self.guard.peak / 2**20:.0f} MB (PSS) and "
                 "was stopped before passing the memory budget of "
@@ -304,10 +306,10 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
             outcome.shm_files_removed += 1
     # A trial killed before its storage session ended leaves its scratch folder (a cold or
     # throttled copy of the dataset) behind; only folders whose owner has exited go.
-    from loadertune.storage._scratch import default_parent, remove_stale
+    from loadertune.storage import remove_stale_scratch
 
     with contextlib.suppress(OSError):
-        remove_stale(default_parent())
+        remove_stale_scratch()
 
 
 def _owner(name: str) -> int | None:
@@ -356,7 +358,7 @@ def _child(
             job_subdir_key="hydra.sweep.subdir",
         )
         if ret.status == JobStatus.FAILED:
-            _report(conn, ret._return_value)
+            _report(conn, job_error(ret))
     except BaseException as exc:  # report anything, then exit: the parent classifies
         _report(conn, exc)
     finally:

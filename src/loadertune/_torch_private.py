@@ -1,0 +1,104 @@
+"""Where loadertune goes past PyTorch's public DataLoader API: one function each, with why.
+
+A DataLoader's iterator owns its worker processes, but PyTorch exposes neither them nor a way
+to stop them before garbage collection, nor a switch for its SIGCHLD handler (which raises a
+dead worker's error in the main thread, wherever it happens to be). Trials must stop and kill
+workers on their own terms, and AutoLoader must swap loaders mid-training, so these reach the
+iterator's private attributes; everything else goes through ``torch.utils.data``'s public API.
+The readers take any object (an iterator without workers, or None) and then find nothing.
+Torch is imported only inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+
+def persistent_iterator(loader: Any) -> Any:
+    """The iterator a ``persistent_workers`` loader keeps between epochs, or None.
+
+    ``DataLoader._iterator``: the loader reuses it on each ``iter()``; it is the only handle
+    on the workers that live between epochs.
+    """
+    return getattr(loader, "_iterator", None)
+
+
+def forget_persistent_iterator(loader: Any) -> None:
+    """Drop the loader's kept iterator, so the next ``iter()`` starts fresh workers.
+
+    ``DataLoader._iterator``: there is no public reset once its workers were shut down.
+    """
+    loader._iterator = None
+
+
+def worker_processes(it: Any) -> list[Any]:
+    """An iterator's worker ``multiprocessing.Process`` objects (none without workers).
+
+    ``_workers``: PyTorch gives a worker's identity only inside it (``get_worker_info``); the
+    training process has no public list of its workers' pids, exit codes or liveness.
+    """
+    return list(getattr(it, "_workers", []))
+
+
+def shutdown_workers(it: Any) -> None:
+    """Stop an iterator's workers now (PyTorch's own orderly shutdown); nothing without them.
+
+    ``_shutdown_workers``: publicly the workers stop only when the iterator is collected.
+    """
+    shutdown = getattr(it, "_shutdown_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def set_timeout(it: Any, timeout_s: float) -> None:
+    """Give a running iterator a new batch timeout.
+
+    ``_timeout``: the iterator copies ``DataLoader.timeout`` when it starts, and a persistent
+    iterator reuses that copy every epoch, so setting the loader's attribute does not reach it.
+    """
+    it._timeout = timeout_s
+
+
+def unwatch_workers(it: Any) -> None:
+    """Take an iterator's workers off PyTorch's SIGCHLD handler; they may now die quietly.
+
+    ``signal_handling._remove_worker_pids`` and ``_worker_pids_set``: the handler raises
+    "DataLoader worker ... is killed by signal" in the main thread when a watched worker dies;
+    there is no public switch.
+    """
+    if getattr(it, "_worker_pids_set", False):
+        from torch.utils.data._utils import signal_handling
+
+        signal_handling._remove_worker_pids(id(it))  # type: ignore[attr-defined]
+        it._worker_pids_set = False
+
+
+def watch_workers(it: Any) -> None:
+    """Put an iterator's workers (back) under PyTorch's SIGCHLD handler, as ``iter()`` does.
+
+    ``signal_handling._set_worker_pids`` and ``_worker_pids_set``: undoes
+    :func:`unwatch_workers`; PyTorch registers workers only when it starts them.
+    """
+    if not getattr(it, "_worker_pids_set", True):
+        from torch.utils.data._utils import signal_handling
+
+        pids = tuple(w.pid for w in worker_processes(it))
+        signal_handling._set_worker_pids(id(it), pids)  # type: ignore[attr-defined]
+        it._worker_pids_set = True
+
+
+def unwatch_all_workers() -> None:
+    """Take the workers of every multi-process iterator alive in this process off the handler.
+
+    ``dataloader._MultiProcessingDataLoaderIter``: the class of an iterator with workers is not
+    exported; a trial about to kill its workers finds their iterators through the collector.
+    """
+    import gc
+
+    from torch.utils.data import dataloader
+
+    with contextlib.suppress(Exception):  # private to PyTorch: best effort
+        for obj in gc.get_objects():
+            if isinstance(obj, dataloader._MultiProcessingDataLoaderIter):
+                unwatch_workers(obj)

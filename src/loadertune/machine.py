@@ -67,6 +67,12 @@ def cpus_per_rank(nproc_per_node: int, cpus: int | None = None) -> int:
     return max(1, total // max(nproc_per_node, 1))
 
 
+def local_world_size(env: Mapping[str, str] | None = None) -> int:
+    """Ranks on this node as the launcher says (torchrun's ``LOCAL_WORLD_SIZE``), else 1."""
+    value = (os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")
+    return max(1, int(value)) if value.strip().isdigit() else 1
+
+
 def slurm_cpus(env: Mapping[str, str]) -> int | None:
     """The CPUs SLURM allocated to this task, or None outside SLURM (or unreadable)."""
     for key in SLURM_KEYS:

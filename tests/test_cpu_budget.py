@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loadertune import machine
 from loadertune.machine import CpuBudget, cgroup_cpu_quota, cpu_budget, cpus_per_rank
+from tests.conftest import FIXTURES, with_tiny
 
 V1_MOUNTS = (
     "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
@@ -206,8 +209,10 @@ REPORT = (
 )
 
 
-def _cgroup_or_skip() -> Path:
-    """A new child of the v1 cpu hierarchy with a quota of one CPU, or a skip saying why not."""
+@pytest.fixture
+def one_cpu_cgroup() -> Iterator[Path]:
+    """A new child of the v1 cpu hierarchy with a quota of one CPU, removed afterwards; a
+    skip saying why where none can be made."""
     if os.geteuid() != 0:
         pytest.skip(f"creating a cgroup needs root; this test runs as uid {os.geteuid()}")
     if not (CPU_V1 / "cpu.cfs_quota_us").exists():
@@ -217,38 +222,78 @@ def _cgroup_or_skip() -> Path:
         child.mkdir()
     except OSError as e:
         pytest.skip(f"cannot create a cgroup under {CPU_V1}: {e.strerror} (read-only cgroupfs?)")
-    period = int((child / "cpu.cfs_period_us").read_text())
-    (child / "cpu.cfs_quota_us").write_text(f"{period}\n")
-    return child
+    try:
+        period = int((child / "cpu.cfs_period_us").read_text())
+        (child / "cpu.cfs_quota_us").write_text(f"{period}\n")
+        yield child
+    finally:
+        child.rmdir()  # its processes have exited: the cgroup is empty again
+    assert not child.exists()
 
 
-def _report(cgroup: Path | None) -> list[object]:
-    """What a fresh Python process reports, started inside ``cgroup`` (None: where we are)."""
+def _inside(cgroup: Path | None, *command: str, **options: Any) -> str:
+    """``command``'s output, run in a fresh process inside ``cgroup`` (None: where we are),
+    outside any SLURM allocation, recording to MLflow under its working directory."""
     enter = f'echo $$ > "{cgroup}/cgroup.procs" && ' if cgroup else ""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SLURM_") and k != "MLFLOW_TRACKING_URI"
+    }
+    env.update(options.pop("env", {}))
     proc = subprocess.run(
-        ["sh", "-c", f'{enter}exec "{sys.executable}" -c "$0"', REPORT],
+        ["sh", "-c", f'{enter}exec "$@"', "sh", *command],
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
-        check=True,
+        timeout=300,
+        **options,
     )
-    return list(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert proc.returncode == 0, proc.stderr
+    return str(proc.stdout)
 
 
-def test_a_real_cgroup_quota_limits_the_usable_cpus() -> None:
-    child = _cgroup_or_skip()
-    try:
-        inside = _report(child)
-    finally:
-        child.rmdir()  # the process has exited: the cgroup is empty again
-    assert not child.exists()
-    affinity = len(os.sched_getaffinity(0))
-    source = "cgroup" if affinity > 1 else "affinity"  # one CPU: the quota restricts nothing
-    assert inside == [1, source, 1, source]
+def _report(cgroup: Path | None) -> list[object]:
+    """What a fresh Python process reports as its CPU budget and machine info."""
+    out = _inside(cgroup, sys.executable, "-c", REPORT)
+    return list(json.loads(out.strip().splitlines()[-1]))
+
+
+def _expected_inside() -> str:
+    """One CPU's quota restricts the count unless the affinity already allows only one."""
+    return "cgroup" if len(os.sched_getaffinity(0)) > 1 else "affinity"
+
+
+def test_a_real_cgroup_quota_limits_the_usable_cpus(one_cpu_cgroup: Path) -> None:
+    source = _expected_inside()
+    assert _report(one_cpu_cgroup) == [1, source, 1, source]
     outside = _report(None)
     here = cpu_budget(env={})
     assert outside == [here.count, here.source, here.count, here.source]
     if here.cgroup_cpus is None:
-        assert outside[:2] == [affinity, "affinity"]
+        assert outside[:2] == [len(os.sched_getaffinity(0)), "affinity"]
+
+
+@pytest.mark.slow
+def test_a_trial_in_a_cgroup_records_its_quota(one_cpu_cgroup: Path, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    script = str(Path(sys.executable).with_name("loadertune"))
+    overrides = ["model=simulated", "model.step_ms=5", "trial.steps=4"]
+    _inside(
+        one_cpu_cgroup,
+        script,
+        f"paths.output_root={tmp_path}",
+        *with_tiny(overrides),
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(FIXTURES)},
+    )
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("loadertune")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    tags = run.data.tags
+    assert (tags["machine.usable_cpus"], tags["machine.usable_cpus_source"]) == (
+        "1",
+        _expected_inside(),
+    )

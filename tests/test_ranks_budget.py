@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 
+import psutil
 import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -17,6 +18,7 @@ from hydra_plugins.loadertune_sweeper._guess import from_default_trial, widen_ca
 from loadertune import preflight, validation
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, to_run_config
 from loadertune.errors import ConfigError
+from loadertune.failures import InfeasibleSetting
 from loadertune.machine import CpuBudget
 from loadertune.search_rules import _trial_identity, effective_key
 from tests.test_guess_synthetic import BUDGET_MB, default_trial
@@ -159,10 +161,10 @@ def test_a_node_short_of_memory_for_every_rank_is_refused(
         def __init__(self) -> None:
             self.available = available
 
-    monkeypatch.setattr(preflight.psutil, "virtual_memory", Memory)
+    monkeypatch.setattr(psutil, "virtual_memory", Memory)
     monkeypatch.setattr(preflight, "_check_shared", lambda *_: {})
     preflight.check(loader, Items(64, 1024), nproc_per_node=3)
-    with pytest.raises(preflight.InfeasibleSetting, match=r"x 4 in flight and in use x 4 ranks"):
+    with pytest.raises(InfeasibleSetting, match=r"x 4 in flight and in use x 4 ranks"):
         preflight.check(loader, Items(64, 1024), nproc_per_node=4)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loadertune.diagnosis import BUSY_MACHINE, COMPUTE_BOUND
+from loadertune.machine import cpu_budget
 from loadertune.precision import MAX_STEPS_FACTOR
 from tests.conftest import FIXTURES, with_tiny
 
@@ -82,7 +83,9 @@ def test_trial_is_recorded_in_mlflow(tmp_path: Path) -> None:
         history = client.get_metric_history(run.info.run_id, key)
         assert sorted(m.step for m in history) == list(range(steps))
     tags = run.data.tags
-    assert tags["machine.usable_cpus"] == str(len(os.sched_getaffinity(0)))
+    budget = cpu_budget()
+    assert tags["machine.usable_cpus"] == str(budget.count)
+    assert tags["machine.usable_cpus_source"] == budget.source
     assert tags["start_method"] == "fork"
     assert tags["device"] == "cpu"
     assert {

@@ -8,13 +8,16 @@ process's memory. With PyTorch's default ``file_descriptor`` sharing strategy ea
 flight also holds an open descriptor. A trial predicted to exceed any of them is refused with
 its reason instead of dying of SIGBUS, the OOM killer or "Too many open files" half way; a
 batch size the dataset cannot fill, and more workers than the machine could ever use, are
-refused as bad input.
+refused as bad input. With several ranks on the node (``trial.nproc_per_node``), each runs
+its own loader with these settings: memory, /dev/shm and the system's open files are counted
+for all of them, and the worker cap is per rank's share of the CPUs.
 """
 
 from __future__ import annotations
 
 import resource
 import shutil
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -23,9 +26,10 @@ from loadertune import torch_rules
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.failures import InfeasibleSetting, Reason
-from loadertune.machine import usable_cpus
+from loadertune.machine import cpus_per_rank, usable_cpus
 
 SHM = "/dev/shm"
+FILE_NR = "/proc/sys/fs/file-nr"  # file handles allocated, free, most the kernel gives
 SHM_HEADROOM = 0.9  # leave a tenth of /dev/shm for everything else
 FDS_PER_WORKER = 8  # pipes, queues and bookkeeping each worker holds open
 FDS_BASE = 64  # the training process's own files, sockets and libraries
@@ -36,22 +40,38 @@ MIN_WORKER_CAP = 32
 
 
 def worker_cap(cpus: int | None = None) -> int:
-    """The most ``num_workers`` a trial may start on this machine: 8 per usable CPU, 32 at
-    least. Latency-bound storage is served by workers beyond the CPUs, a thousand workers
-    only by the OOM killer."""
+    """The most ``num_workers`` a loader may start on ``cpus`` CPUs (default: those this
+    process may use): 8 per CPU, 32 at least. Latency-bound storage is served by workers
+    beyond the CPUs, a thousand workers only by the OOM killer."""
     return max(MIN_WORKER_CAP, WORKERS_PER_CPU * (cpus or usable_cpus()))
 
 
-def check_worker_count(loader: LoaderConfig) -> None:
-    """Refuse a ``num_workers`` no machine of this size can use (before any worker starts)."""
-    cap = worker_cap()
+def check_worker_count(loader: LoaderConfig, nproc_per_node: int = 1) -> None:
+    """Refuse a ``num_workers`` no machine of this size can use (before any worker starts):
+    more than :func:`worker_cap` of one rank's CPUs per rank, or, with several ranks, more
+    worker processes on the node (ranks x ``num_workers``) than the node's cap."""
+    cpus = usable_cpus()
+    per_rank = cpus_per_rank(nproc_per_node, cpus)
+    cap = worker_cap(per_rank)
+    ranks = "" if nproc_per_node <= 1 else f", {per_rank} for each of {nproc_per_node} ranks"
     if loader.num_workers > cap:
         raise ConfigError(
             "loader.num_workers",
             loader.num_workers,
-            f"would start more worker processes than this machine can use ({usable_cpus()} "
-            f"usable CPUs; at most {cap}, {WORKERS_PER_CPU} per CPU)",
-            f"e.g. loader.num_workers={min(cap, 2 * usable_cpus())}",
+            f"would start more worker processes than this machine can use ({cpus} "
+            f"usable CPUs{ranks}; at most {cap}{' per rank' if ranks else ''}, "
+            f"{WORKERS_PER_CPU} per CPU)",
+            f"e.g. loader.num_workers={min(cap, 2 * per_rank)}",
+        )
+    node_cap = worker_cap(cpus)
+    if nproc_per_node > 1 and nproc_per_node * loader.num_workers > node_cap:
+        raise ConfigError(
+            "loader.num_workers",
+            loader.num_workers,
+            f"x trial.nproc_per_node={nproc_per_node} ranks would start "
+            f"{nproc_per_node * loader.num_workers} worker processes on the node, more than "
+            f"its {cpus} usable CPUs can use (at most {node_cap}, {WORKERS_PER_CPU} per CPU)",
+            f"use loader.num_workers<={node_cap // nproc_per_node} or fewer trial.nproc_per_node",
         )
 
 
@@ -88,38 +108,53 @@ def check_fills_a_batch(loader: LoaderConfig, length: int) -> None:
     )
 
 
-def check_dataset(loader: LoaderConfig, dataset: Any) -> Any:
+def check_dataset(loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1) -> Any:
     """Raise before any worker starts if the settings cannot work; the first item.
+
+    Every one of ``nproc_per_node`` ranks runs its own loader with these settings: memory,
+    /dev/shm and the system's open files are counted for all of them (the node total).
 
     Raises:
         ConfigError: a batch size the dataset cannot fill.
         InfeasibleSetting: batches in flight beyond memory, /dev/shm or descriptors.
     """
-    first, _ = check(loader, dataset)
+    first, _ = check(loader, dataset, nproc_per_node)
     return first
 
 
-def check(loader: LoaderConfig, dataset: Any) -> tuple[Any, dict[str, float]]:
+def check(
+    loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1
+) -> tuple[Any, dict[str, float]]:
     """(the first item, the estimates) once every check passed; see :func:`check_dataset`."""
     check_fills_a_batch(loader, len(dataset))
     first, item = largest_item_bytes(dataset)
     batch = item * int(loader.batch_size or 1)
     estimates = {"item_bytes": float(item), "batch_mb": batch / 2**20}
-    _check_memory(loader, batch, estimates)
-    return first, estimates | _check_shared(loader, first, batch)
+    ranks = max(nproc_per_node, 1)
+    _check_memory(loader, batch, estimates, ranks)
+    return first, estimates | _check_shared(loader, first, batch, ranks)
 
 
-def _check_memory(loader: LoaderConfig, batch: int, estimates: dict[str, float]) -> None:
-    """Batches in flight, the one in use and the one being collated, against free memory."""
+def _of_ranks(ranks: int) -> str:
+    """`` x N ranks`` in a reason when several ranks share the node, else nothing."""
+    return f" x {ranks} ranks" if ranks > 1 else ""
+
+
+def _check_memory(
+    loader: LoaderConfig, batch: int, estimates: dict[str, float], ranks: int = 1
+) -> None:
+    """Batches in flight, the one in use and the one being collated, against free memory,
+    in every rank's loader."""
     in_flight = torch_rules.in_flight(loader.num_workers, loader.prefetch_factor)
-    need = batch * (in_flight + 2)
+    need = batch * (in_flight + 2) * ranks
     available = psutil.virtual_memory().available
     estimates["memory_needed_mb"] = need / 2**20
     if need > available * MEMORY_HEADROOM:
         raise InfeasibleSetting(
             Reason.MEMORY_BUDGET,
             f"about {need / 2**20:,.0f} MB of batches at once (batch {batch / 2**20:,.1f} MB x "
-            f"{in_flight + 2} in flight and in use) but {available / 2**20:,.0f} MB of memory "
+            f"{in_flight + 2} in flight and in use{_of_ranks(ranks)}) but "
+            f"{available / 2**20:,.0f} MB of memory "
             "is available; lower loader.batch_size, loader.num_workers or "
             "loader.prefetch_factor",
         )
@@ -147,12 +182,15 @@ def tensors_per_item(sample: Any) -> int:
     return 1
 
 
-def _check_shared(loader: LoaderConfig, sample: Any, batch: int) -> dict[str, float]:
-    """Batches in /dev/shm and the descriptors that hold them, with workers."""
+def _check_shared(
+    loader: LoaderConfig, sample: Any, batch: int, ranks: int = 1
+) -> dict[str, float]:
+    """Batches in /dev/shm and the descriptors that hold them, with workers, for every rank:
+    /dev/shm and the system's open files are the node's, ``RLIMIT_NOFILE`` each process's."""
     if loader.num_workers == 0:
         return {}
     in_flight = torch_rules.in_flight(loader.num_workers, loader.prefetch_factor)
-    need = batch * in_flight
+    need = batch * in_flight * ranks
     estimates = {"shm_needed_mb": need / 2**20}
     try:
         free = shutil.disk_usage(SHM).free
@@ -161,7 +199,7 @@ def _check_shared(loader: LoaderConfig, sample: Any, batch: int) -> dict[str, fl
             raise InfeasibleSetting(
                 Reason.SHM_EXHAUSTED,
                 f"about {need / 2**20:.0f} MB of batches in flight (batch {batch / 2**20:.1f} MB"
-                f" x prefetch_factor x num_workers = x{in_flight}) but {SHM} has "
+                f" x prefetch_factor x num_workers = x{in_flight}{_of_ranks(ranks)}) but {SHM} has "
                 f"{free / 2**20:.0f} MB free; lower loader.num_workers, loader.prefetch_factor "
                 "or loader.batch_size, or enlarge /dev/shm",
             )
@@ -176,4 +214,22 @@ def _check_shared(loader: LoaderConfig, sample: Any, batch: int) -> dict[str, fl
             f"about {fds} open descriptors needed, RLIMIT_NOFILE is {soft}; raise it "
             "(ulimit -n) or lower loader.num_workers / loader.prefetch_factor",
         )
+    if ranks > 1:
+        estimates["fds_needed_node"] = fds * ranks
+        _check_system_files(fds * ranks, ranks)
     return estimates
+
+
+def _check_system_files(need: int, ranks: int) -> None:
+    """Every rank's descriptors against the file handles the kernel has left to give."""
+    try:
+        allocated, _, most = (int(v) for v in Path(FILE_NR).read_text().split()[:3])
+    except (OSError, ValueError):
+        return
+    if need > most - allocated:
+        raise InfeasibleSetting(
+            Reason.FD_EXHAUSTED,
+            f"about {need} open descriptors needed by {ranks} ranks, the system has "
+            f"{most - allocated} file handles left ({FILE_NR}); lower loader.num_workers, "
+            "loader.prefetch_factor or trial.nproc_per_node",
+        )

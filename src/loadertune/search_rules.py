@@ -66,8 +66,17 @@ def effective_key(config: RunConfig, accelerator: bool) -> str:
         "storage": asdict(config.storage),
         "model": asdict(config.model),
         "loader": asdict(loader),
-        "trial": asdict(config.trial),
+        "trial": _trial_identity(config),
     }
     return hashlib.sha256(json.dumps(measured, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]
+
+
+def _trial_identity(config: RunConfig) -> dict[str, Any]:
+    """The trial settings in :func:`effective_key`; one rank (the default) is left out, so
+    keys from before ``trial.nproc_per_node`` existed still match."""
+    trial = asdict(config.trial)
+    if trial.get("nproc_per_node") == 1:
+        del trial["nproc_per_node"]
+    return trial

@@ -151,7 +151,7 @@ def _build_workload(config: RunConfig, store: StorageSession) -> _Workload:
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
     effective = effective_settings(config.loader, device)
-    sample = preflight.check_dataset(effective, dataset)
+    sample = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
     step_fn = build_train_step(
         config.model, sample, num_classes, device, config.dataset.name, vocab_size
     )

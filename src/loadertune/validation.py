@@ -23,6 +23,7 @@ from loadertune.config import (
 from loadertune.errors import ConfigError
 from loadertune.host_lock import check_mode
 from loadertune.imports import import_target
+from loadertune.machine import cpu_budget
 
 MIN_STEPS = 2  # timed steps a window needs at least
 
@@ -133,6 +134,43 @@ def validate_trial(trial: TrialConfig) -> None:
         raise ConfigError(
             "trial.device", dev, "is not a device", "use auto, cpu, cuda, cuda:N or mps"
         )
+    validate_ranks(trial)
+
+
+def validate_ranks(trial: TrialConfig) -> None:
+    """Refuse a ``trial.nproc_per_node`` the node cannot run: fewer than one rank, more ranks
+    than usable CPUs, or (on CUDA) more ranks than visible GPUs, one GPU per rank."""
+    n = trial.nproc_per_node
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(
+            "trial.nproc_per_node",
+            n,
+            "must be an integer >= 1 (training processes on the node, as torchrun's "
+            "--nproc-per-node)",
+            "e.g. trial.nproc_per_node=2, or 1 for a single process",
+        )
+    if n == 1:
+        return
+    budget = cpu_budget()
+    if n > budget.count:
+        raise ConfigError(
+            "trial.nproc_per_node",
+            n,
+            f"is more ranks than the {budget.count} CPUs this process may use "
+            f"(set by its {budget.source}); each rank needs one at least",
+            f"use trial.nproc_per_node<={budget.count}",
+        )
+    if trial.device.startswith("cuda") or trial.device == "auto":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if (trial.device != "auto" or gpus > 0) and n > gpus:
+            raise ConfigError(
+                "trial.nproc_per_node",
+                n,
+                f"needs one GPU per rank on trial.device={trial.device}, and {gpus} are visible",
+                f"use trial.nproc_per_node<={max(gpus, 1)}, or trial.device=cpu",
+            )
 
 
 def validate_dataset(config: RunConfig) -> None:
@@ -168,7 +206,7 @@ def validate(config: RunConfig) -> None:
     from loadertune.preflight import check_worker_count
 
     validate_loader(config.loader)
-    check_worker_count(config.loader)
+    check_worker_count(config.loader, config.trial.nproc_per_node)
     validate_trial(config.trial)
     validate_dataset(config)
     validate_workload(config)

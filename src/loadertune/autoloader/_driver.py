@@ -201,9 +201,7 @@ class Driver:
 
     def _settle(self) -> None:
         """Keep the chosen setting for the rest of training, close the other pools, record."""
-        import os
-
-        decision = decide(self.tuner, len(os.sched_getaffinity(0)))
+        decision = decide(self.tuner, self.tuner.cpus)
         self.decision, self.settled = decision, decision.chosen
         for setting in [s for s in self.pools if s != decision.chosen]:
             self.pools.pop(setting).close()

@@ -3,7 +3,6 @@ training, then keeps the cheapest setting within noise of the fastest."""
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 import weakref
@@ -16,6 +15,7 @@ from loadertune.autoloader._driver import Driver
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
+from loadertune.machine import cpus_per_rank, local_world_size
 
 if TYPE_CHECKING:
     import torch
@@ -222,7 +222,7 @@ def _tuner(
 ) -> Tuner:
     """The tuner for this machine: its CPUs, whether pinning can matter, the user's fixed
     values and candidates."""
-    cpus = len(os.sched_getaffinity(0))
+    cpus = cpus_per_rank(local_world_size())
     forced = [Setting(**c).fixed(fixed) for c in candidates] if candidates else None
     return Tuner(
         budget=budget,

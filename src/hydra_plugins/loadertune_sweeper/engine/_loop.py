@@ -152,7 +152,7 @@ class SweepEngine:
         s = self.settings
         _console.quiet_libraries()
         orphans = _storage.fail_orphaned_trials(study)
-        requeued = queue_baselines(study, plan.space, sampler)
+        requeued = queue_baselines(study, plan.space, sampler, plan.base.trial.nproc_per_node)
         ranged = _guess.restore_range(study, plan, s.guess_range)
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")

@@ -77,18 +77,20 @@ def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
     return True
 
 
-def queue_baselines(study: optuna.Study, space: dict[str, Any], sampler: Any) -> list[Role]:
+def queue_baselines(
+    study: optuna.Study, space: dict[str, Any], sampler: Any, nproc_per_node: int = 1
+) -> list[Role]:
     """The baselines at the front of a new study, or those a resumed one lacks (queued
     again); a grid measures every point anyway, and a new study whose trials the user queued
     runs those. The roles queued again."""
     if _optuna_private.is_exhaustive(sampler):
         return []
     if not study.trials:
-        _baselines.enqueue_initial(study, space, usable_cpus())
+        _baselines.enqueue_initial(study, space, usable_cpus(), nproc_per_node)
         return []
     if not any(t.state.is_finished() for t in study.get_trials(deepcopy=False)):
         return []  # trials the user queued into a new study: theirs to choose
-    return _baselines.enqueue_missing(study, space, usable_cpus())
+    return _baselines.enqueue_missing(study, space, usable_cpus(), nproc_per_node)
 
 
 def resumed(

@@ -1,7 +1,10 @@
 """The usual guesses, measured in every study so the verdict can compare them with the best.
 
 - ``default``: ``num_workers=0``, PyTorch's default (loading in the training process).
-- ``rule_of_thumb``: "CPU cores x 4", capped at the search space's upper bound.
+- ``rule_of_thumb``: "CPU cores x 4", capped at the search space's upper bound; with several
+  ranks on the node (``trial.nproc_per_node``), 4 x each rank's share of the CPUs.
+- ``lightning``: with several ranks only, Lightning's ``suggested_max_num_workers``:
+  ``max(1, CPUs // ranks - 1)`` per rank, one CPU left to each rank's training process.
 - ``start_small`` / ``doubling``: "start at 2 and double while it helps": 2, then 4, 8 ...
   each rung enqueued only if the one before beat its predecessor.
 
@@ -18,6 +21,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune.machine import cpus_per_rank
 from loadertune.search_rules import plain_key, workers_of
 from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
@@ -34,6 +38,7 @@ class Role(str, Enum):
     DOUBLING = "doubling"
     RULE_OF_THUMB = "rule_of_thumb"
     MODEL_GUESS = "model_guess"
+    LIGHTNING = "lightning"
 
     @property
     def label(self) -> str:
@@ -44,6 +49,7 @@ class Role(str, Enum):
 _LABELS = {
     Role.DEFAULT: "default (0 workers)",
     Role.RULE_OF_THUMB: "rule of thumb (4 x CPUs, capped)",
+    Role.LIGHTNING: "Lightning's suggestion (CPUs // ranks - 1)",
     Role.START_SMALL: "start at 2",
     Role.DOUBLING: "doubling path",
     Role.MODEL_GUESS: "model-based guess",
@@ -101,36 +107,51 @@ def params_for(space: dict[str, BaseDistribution], workers: int) -> dict[str, An
     return params
 
 
+def lightning_workers(usable_cpus: int, nproc_per_node: int) -> int:
+    """Lightning's ``suggested_max_num_workers(local_world_size)``: ``max(1, cpus // ranks -
+    1)`` workers per rank."""
+    return max(1, usable_cpus // max(nproc_per_node, 1) - 1)
+
+
 def initial(
-    space: dict[str, BaseDistribution], usable_cpus: int
+    space: dict[str, BaseDistribution], usable_cpus: int, nproc_per_node: int = 1
 ) -> list[tuple[dict[str, Any], Role]]:
-    """(params, label) of the baselines a new study starts with, in order."""
+    """(params, label) of the baselines a new study starts with, in order.
+
+    ``usable_cpus`` are the node's; each of ``nproc_per_node`` ranks gets its share.
+    """
     wkey = _key(space, "loader.num_workers")
     if wkey is None:
         return []
     high = upper(space[wkey])
-    out: list[tuple[dict[str, Any], Role]] = []
-    for workers, label in (
+    per_rank = cpus_per_rank(nproc_per_node, usable_cpus)
+    advice = [
         (0, Role.DEFAULT),
         (min(2, high), Role.START_SMALL),
-        (min(4 * usable_cpus, high), Role.RULE_OF_THUMB),
-    ):
+        (min(4 * per_rank, high), Role.RULE_OF_THUMB),
+    ]
+    if nproc_per_node > 1:
+        advice.append((min(lightning_workers(usable_cpus, nproc_per_node), high), Role.LIGHTNING))
+    out: list[tuple[dict[str, Any], Role]] = []
+    for workers, label in advice:
         params = params_for(space, workers)
         if params is not None and all(p != params for p, _ in out):
             out.append((params, label))
     return out
 
 
-def enqueue_initial(study: optuna.Study, space: dict[str, BaseDistribution], cpus: int) -> None:
+def enqueue_initial(
+    study: optuna.Study, space: dict[str, BaseDistribution], cpus: int, nproc_per_node: int = 1
+) -> None:
     """Enqueue the baselines at the front of a new study."""
-    for params, label in initial(space, cpus):
+    for params, label in initial(space, cpus, nproc_per_node):
         study.enqueue_trial(
             params, user_attrs={TrialAttr.BASELINE: label.value}, skip_if_exists=True
         )
 
 
 def enqueue_missing(
-    study: optuna.Study, space: dict[str, BaseDistribution], cpus: int
+    study: optuna.Study, space: dict[str, BaseDistribution], cpus: int, nproc_per_node: int = 1
 ) -> list[Role]:
     """Queue again the baselines a resumed study lacks; the roles queued.
 
@@ -142,7 +163,7 @@ def enqueue_missing(
     alive = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
     present = {role_of(t) for t in study.get_trials(deepcopy=False, states=alive)}
     queued = []
-    for params, role in initial(space, cpus):
+    for params, role in initial(space, cpus, nproc_per_node):
         if role not in present:
             study.enqueue_trial(params, user_attrs={TrialAttr.BASELINE: role.value})
             queued.append(role)

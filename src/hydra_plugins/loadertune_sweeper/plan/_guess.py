@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from optuna.distributions import IntDistribution
 
-from loadertune.machine import usable_cpus as machine_cpus
+from loadertune.machine import cpus_per_rank
 
 from .._keys import StudyAttr, TrialAttr
 from . import _baselines
@@ -171,7 +171,7 @@ def workers_range(g: Guess, low: int, high: int, step: int = 1) -> tuple[int, in
 
 
 def from_default_trial(
-    result: TrialResult | None, memory_budget_mb: float, max_workers: int
+    result: TrialResult | None, memory_budget_mb: float, max_workers: int, nproc_per_node: int = 1
 ) -> Guess | None:
     """The guess from a ``num_workers=0`` trial's result, or None if it cannot tell.
 
@@ -190,7 +190,7 @@ def from_default_trial(
         step_ms=s.compute_ms_mean + s.copy_ms_mean,
         batch_size=int(result.effective_loader.batch_size or 1),
         cpu_share_of_loading=max(0.0, s.wait_cpu_cores),
-        usable_cpus=int(result.machine.get("usable_cpus", 1)),
+        usable_cpus=cpus_per_rank(nproc_per_node, int(result.machine.get("usable_cpus", 1))),
         memory_per_worker_mb=result.peak_memory_mb * 0.5,
         memory_budget_mb=memory_budget_mb,
         max_workers=max_workers,
@@ -253,8 +253,9 @@ def after_default_trial(
     dist = plan.space[wkey]
     may_widen = guess_range and isinstance(dist, IntDistribution)
     high = _baselines.upper(dist)
-    cap = max(high, widen_cap(machine_cpus())) if may_widen else high
-    g = from_default_trial(result, memory_budget_mb, cap)
+    ranks = plan.base.trial.nproc_per_node
+    cap = max(high, widen_cap(cpus_per_rank(ranks))) if may_widen else high
+    g = from_default_trial(result, memory_budget_mb, cap, ranks)
     if g is None:
         return []
     study.set_user_attr(StudyAttr.GUESS, g.as_attrs())

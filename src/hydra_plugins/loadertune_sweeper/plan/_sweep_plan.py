@@ -166,11 +166,16 @@ def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) ->
         section, _, name = key.partition(".")
         if measured[section].get(name) is None:
             measured[section].pop(name, None)
+    for key, default in DEFAULT_NOT_IDENTITY.items():  # added later: at its default, the same
+        section, _, name = key.partition(".")
+        if measured[section].get(name) == default:
+            measured[section].pop(name, None)
     return _storage.default_study_name(choices, measured)
 
 
 NOT_IDENTITY = ("trial.host_lock", "trial.memory_budget_mb")
 UNSET_NOT_IDENTITY = ("loader.collate_fn", "loader.worker_init_fn")
+DEFAULT_NOT_IDENTITY = {"trial.nproc_per_node": 1}
 
 
 def first_point(

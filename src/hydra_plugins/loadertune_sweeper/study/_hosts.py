@@ -42,8 +42,8 @@ class Fingerprint:
     """What makes two hosts' timings comparable.
 
     Memory is rounded to whole GiB: identical nodes report a few MB apart. CPUs are both the
-    host's (``cpus``) and those this process may use (``usable_cpus``, affinity and cgroup
-    cpusets), since a SLURM allocation of half a node loads data at half the speed.
+    host's (``cpus``) and those this process may use (``usable_cpus``: affinity, cgroup
+    CPU quota, SLURM), since a SLURM allocation of half a node loads data at half the speed.
     """
 
     cpu_model: str

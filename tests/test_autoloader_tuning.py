@@ -9,7 +9,7 @@ import pytest
 from torch.utils.data import Dataset
 
 from loadertune import AutoLoader
-from loadertune.autoloader._decision import decide, report_text
+from loadertune.autoloader._decision import assess, decide, report_text
 from loadertune.autoloader._schedule import (
     Measure,
     Segment,
@@ -18,7 +18,7 @@ from loadertune.autoloader._schedule import (
     candidates,
     guess_workers,
 )
-from loadertune.autoloader._stats import assess, recommend
+from loadertune.decision import recommend
 from loadertune.diagnosis import LABELS
 from loadertune.paired_stats import compare
 

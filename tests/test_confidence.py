@@ -7,7 +7,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper import _confidence, _verdict
-from hydra_plugins.loadertune_sweeper._confidence import Confidence
+from loadertune.decision import Confidence
 from tests.verdict_sim import REGIMES, tally
 
 

@@ -19,10 +19,11 @@ from rich.table import Table
 from loadertune.report import wide_console
 
 if TYPE_CHECKING:
+    from loadertune.decision import Guess
     from loadertune.result import TrialResult
 
     from ._confidence import Assurance
-    from ._guess import Guess, WorkersRange
+    from ._guess import WorkersRange
     from ._plan import SweepPlan
     from ._verdict import Candidate, Recommendation
 

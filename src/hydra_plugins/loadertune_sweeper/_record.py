@@ -28,7 +28,8 @@ from loadertune.timing import StepRecord, summarize
 from . import _fleet
 
 if TYPE_CHECKING:
-    from ._guess import Guess
+    from loadertune.decision import Guess
+
     from ._verdict_run import Verdict
 
 _log = logging.getLogger(__name__)

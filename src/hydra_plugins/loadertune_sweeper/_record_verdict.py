@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from loadertune.search_rules import plain_key
 
 if TYPE_CHECKING:
-    from ._guess import Guess
+    from loadertune.decision import Guess
+
     from ._record import SweepRecorder
     from ._verdict import Candidate
     from ._verdict_run import Verdict

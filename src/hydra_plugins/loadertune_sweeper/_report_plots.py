@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ._guess import Guess
+    from loadertune.decision import Guess
+
     from ._verdict import Candidate
 
 PANELS = (

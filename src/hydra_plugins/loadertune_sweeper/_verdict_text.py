@@ -15,8 +15,10 @@ from ._baselines import Role
 from ._verdict import Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
+    from loadertune.decision import Guess
+
     from ._confidence import Assurance
-    from ._guess import Guess, WorkersRange
+    from ._guess import WorkersRange
 
 
 def verdict_markdown(

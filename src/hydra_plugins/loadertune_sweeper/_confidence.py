@@ -8,6 +8,10 @@ measured again is at most ``MARGIN`` faster than the recommendation even at the 
 its interval, repeats agree within ``SPREAD_MEDIUM``, and other processes left the CPUs
 alone during the verdict and the search. A wrong pick labelled ``high`` is the one outcome
 the thresholds are set against: each can only lower the label.
+
+The rules on the rounds are :mod:`loadertune.decision`'s (AutoLoader's too); this room adapts
+the candidates to them and adds what only a sweep sees: other work on the machine, during
+the verdict and the search, and the noise pooled over every setting measured again.
 """
 
 from __future__ import annotations

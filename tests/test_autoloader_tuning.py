@@ -9,7 +9,7 @@ import pytest
 from torch.utils.data import Dataset
 
 from loadertune import AutoLoader
-from loadertune.autoloader._decision import decide, report_text
+from loadertune.autoloader._decision import assess, decide, report_text
 from loadertune.autoloader._schedule import (
     Measure,
     Segment,
@@ -18,7 +18,7 @@ from loadertune.autoloader._schedule import (
     candidates,
     guess_workers,
 )
-from loadertune.autoloader._stats import assess, recommend
+from loadertune.decision import recommend
 from loadertune.diagnosis import LABELS
 from loadertune.paired_stats import compare
 
@@ -157,6 +157,26 @@ def test_tuner_state_round_trip() -> None:
     again.restore(tuner.state())
     assert again.state() == tuner.state()
     assert decide(again, 2) == decide(tuner, 2)
+
+
+def test_a_checkpoint_keeps_the_guess_as_its_figures() -> None:
+    """The layout checkpoints already hold: the figures the guess came from, and what it gave."""
+    tuner = Tuner(budget=200, cpus=2, max_workers=16)
+    run(tuner, io_bound)
+    saved = tuner.state()["guess"]
+    assert saved == {
+        "workers": 4,
+        "load_ms": pytest.approx(40.0),
+        "step_ms": pytest.approx(10.0),
+        "load_cpu": 0.0,
+        "step_cpu": 0.0,
+        "bound": "hides loading",
+        "cpus": 2,
+    }
+    again = Tuner(budget=200, cpus=2, max_workers=16)
+    again.restore({**tuner.state(), "guess": {**saved, "load_ms": 90.0}})
+    assert again.guess is not None and again.guess.workers == 9  # given again by its figures
+    assert again.guess.time_per_sample_ms == pytest.approx(10.0)  # per batch
 
 
 def test_too_small_a_budget_keeps_the_guess() -> None:

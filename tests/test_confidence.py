@@ -7,7 +7,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
-from hydra_plugins.loadertune_sweeper.verdict._confidence import Confidence
+from loadertune.decision import Confidence
 from tests.verdict_sim import REGIMES, tally
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from hydra_plugins.loadertune_sweeper.plan._guess import (
     from_default_trial,
-    guess,
     widen_cap,
     workers_range,
 )
 from loadertune.config import LoaderConfig
+from loadertune.decision import guess
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord, summarize
 

@@ -9,12 +9,12 @@ from dataclasses import asdict, replace
 import psutil
 import pytest
 import torch
-from hydra_plugins.loadertune_sweeper._baselines import Role
-from hydra_plugins.loadertune_sweeper._guess import from_default_trial, widen_cap
 from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from hydra_plugins.loadertune_sweeper import _baselines, _plan
+from hydra_plugins.loadertune_sweeper.plan import _baselines, _sweep_plan
+from hydra_plugins.loadertune_sweeper.plan._baselines import Role
+from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial, widen_cap
 from loadertune import preflight, validation
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, to_run_config
 from loadertune.errors import ConfigError
@@ -234,10 +234,10 @@ def _without_ranks(cfg: DictConfig) -> DictConfig:
 def test_one_rank_keeps_the_study_name(compose: Callable[[Sequence[str]], DictConfig]) -> None:
     cfg = compose([])
     base = to_run_config(cfg)
-    before = _plan._study_name(base, _without_ranks(cfg), {})
-    assert _plan._study_name(base, cfg, {}) == before
+    before = _sweep_plan._study_name(base, _without_ranks(cfg), {})
+    assert _sweep_plan._study_name(base, cfg, {}) == before
     two = compose(["trial.nproc_per_node=2"])
-    assert _plan._study_name(to_run_config(two), two, {}) != before
+    assert _sweep_plan._study_name(to_run_config(two), two, {}) != before
 
 
 def test_one_rank_keeps_the_effective_key(compose: Callable[[Sequence[str]], DictConfig]) -> None:

@@ -9,9 +9,9 @@ import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper.plan._guess import Bound, Guess
 from hydra_plugins.loadertune_sweeper.verdict._candidates import Candidate, candidates
 from hydra_plugins.loadertune_sweeper.verdict._figure import draw_verdict, verdict_figure
+from loadertune.decision import Bound, Guess
 
 # (num_workers, ms per sample, baseline label): a loader that 0 workers leaves waiting.
 RECORDED = [

@@ -199,7 +199,7 @@ GUESS = {
     ],
 )
 def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -> None:
-    from hydra_plugins.loadertune_sweeper.plan._guess import guess
+    from loadertune.decision import guess
 
     g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
     assert (g.workers, g.bound) == (workers, bound)
@@ -239,7 +239,8 @@ def test_model_based_guess(change: dict[str, float], workers: int, bound: str) -
     ],
 )
 def test_guess_sets_the_workers_range(change: dict[str, float], space: int, searched: int) -> None:
-    from hydra_plugins.loadertune_sweeper.plan._guess import guess, workers_range
+    from hydra_plugins.loadertune_sweeper.plan._guess import workers_range
+    from loadertune.decision import guess
 
     g = guess(**{**GUESS, **change})  # type: ignore[arg-type]
     assert workers_range(g, 0, space) == (0, searched)
@@ -249,7 +250,8 @@ def test_ranges_stay_on_the_step_and_guesses_snap_to_a_point() -> None:
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
     from hydra_plugins.loadertune_sweeper.plan._baselines import nearest
-    from hydra_plugins.loadertune_sweeper.plan._guess import guess, workers_range
+    from hydra_plugins.loadertune_sweeper.plan._guess import workers_range
+    from loadertune.decision import guess
 
     g = guess(**{**GUESS, "load_ms_per_batch": 70.0, "cpu_share_of_loading": 0.1})
     assert g.workers == 7
@@ -264,8 +266,9 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
 
     from rich.console import Console
 
-    from hydra_plugins.loadertune_sweeper.plan._guess import Bound, Guess, WorkersRange
+    from hydra_plugins.loadertune_sweeper.plan._guess import WorkersRange
     from hydra_plugins.loadertune_sweeper.record._console import SweepView
+    from loadertune.decision import Bound, Guess
 
     default = _cand(0, [2.0, 2.1, 1.9], roles=[Role.DEFAULT])
     thumb = _cand(6, [1.00, 1.02, 0.98], memory=900.0, roles=[Role.RULE_OF_THUMB])

@@ -2,10 +2,10 @@
 
 Settings are measured once per round, the rounds interleaved (A B C A B C ...), so the ratio
 of two settings' times within a round cancels what the machine did in that round: a steady
-5% gap stands out even while the machine's own speed wanders by 30%. The sweep's verdict
-(``hydra_plugins.loadertune_sweeper._verdict`` and ``_confidence``) and AutoLoader's tuning
-(``loadertune.autoloader._stats``) both decide on these functions and thresholds, so a
-tuning session and a sweep call the same gap "within noise" and the same verdict "high".
+5% gap stands out even while the machine's own speed wanders by 30%. The decision rules on
+top (:mod:`loadertune.decision`), which the sweep's verdict and AutoLoader's tuning both call,
+decide on these functions and thresholds, so a tuning session and a sweep call the same gap
+"within noise" and the same verdict "high".
 Plain numbers in, plain numbers out: each setting is a map from round to its time.
 """
 

@@ -3,8 +3,8 @@
 Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) →
 ``_driver`` (the loop: timing, switching, settling) → ``_probe`` (one probe loader and its
 faults) · ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence,
-report) · ``_record`` (MLflow, best_loader.yaml) → ``_schedule`` (guess, candidates, rounds)
-→ ``_stats`` (cheapest within noise, confidence, on :mod:`loadertune.paired_stats`).
+report, on :mod:`loadertune.decision`) · ``_record`` (MLflow, best_loader.yaml) →
+``_schedule`` (guess, candidates, rounds).
 """
 
 from __future__ import annotations

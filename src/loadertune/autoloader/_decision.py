@@ -1,16 +1,25 @@
 """The decision: the cheapest setting within noise of the fastest, how sure, and why, in words.
 
-Reads only the tuner's measures, so it is tested with synthetic figures; the bottleneck label
-is :func:`loadertune.diagnosis.diagnose`'s, from the chosen setting's own probe segments.
+Reads only the tuner's measures, so it is tested with synthetic figures. The pick and the
+confidence rules are :mod:`loadertune.decision`'s, the sweep's too; AutoLoader names its
+settings its own way and leaves out what only a sweep sees (other work on the machine, noise
+pooled over the settings). The bottleneck label is :func:`loadertune.diagnosis.diagnose`'s,
+from the chosen setting's own probe segments.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
+from loadertune import decision
 from loadertune.autoloader._schedule import Measure, Setting, Tuner
-from loadertune.autoloader._stats import Assurance, assess, recommend
+from loadertune.decision import Assurance, Choice, Confidence
+from loadertune.paired_stats import MARGIN, Rounds
+
+K = TypeVar("K", bound=Hashable)  # what names a setting (a Setting, in a session)
 
 
 @dataclass(frozen=True)
@@ -21,7 +30,7 @@ class Decision:
     fastest: Setting
     ratio: float  # chosen's time over the fastest's (median of rounds)
     noise: float
-    assurance: Assurance
+    assurance: Assurance[Setting]
     bottleneck: str = ""
     why: str = ""
     evidence: dict[str, float] = field(default_factory=dict)
@@ -31,18 +40,36 @@ def decide(tuner: Tuner, cpus: int) -> Decision:
     """Recommend from the interleaved rounds; without two settings compared, keep what ran."""
     times = tuner.compared()
     if len(times) >= 2:
-        choice = recommend(times, {s: s.cost for s in times})
+        choice = decision.recommend(times, {s: s.cost for s in times})
         chosen, fastest = choice.chosen, choice.fastest
         assurance = assess(choice, times)
         ratio, noise = choice.ratio, choice.noise
     else:
         chosen = next(iter(times), None) or _fallback(tuner)
         fastest, ratio, noise = chosen, 1.0, 0.0
-        assurance = Assurance("low", "Fewer than two settings were compared (tune_steps too low).")
+        assurance = Assurance(
+            Confidence.LOW, "Fewer than two settings were compared (tune_steps too low)."
+        )
     chosen = settle_setting(chosen, tuner)
     fastest = settle_setting(fastest, tuner)
     label, why, evidence = _diagnose(tuner.measures, chosen, cpus)
     return Decision(chosen, fastest, ratio, noise, assurance, label, why, evidence)
+
+
+def assess(choice: Choice[K], times: Mapping[K, Rounds]) -> Assurance[K]:
+    """How sure the choice is (:func:`loadertune.decision.findings`), in AutoLoader's words."""
+    f = decision.findings(times, choice.chosen, choice.fastest)
+    reasons = decision.shortfalls(f, "the choice was measured")
+    if f.unsettled:
+        most = max(f.unsettled.values())
+        names = ", ".join(str(k) for k in f.unsettled)
+        upto = f"up to {most:.0%}" if most < 1 else "more than 100% (too few rounds)"
+        reasons.append((Confidence.MEDIUM, f"{names} may still be faster by {upto}"))
+    high = (
+        f"No other setting can be more than {MARGIN:.1%} faster (95% interval); "
+        f"round-by-round ratios agree within {f.pairing:.0%}."
+    )
+    return decision.assurance(reasons, high, list(f.unsettled))
 
 
 def settle_setting(s: Setting, tuner: Tuner) -> Setting:
@@ -118,8 +145,9 @@ def report_text(decision: Decision | None, tuner: Tuner) -> str:
     if tuner.guess is not None:
         g = tuner.guess
         lines.append(
-            f"guess: {g.workers} workers ({g.bound}): load {g.load_ms:.1f} ms/batch on "
-            f"{g.load_cpu:.1f} cores, step {g.step_ms:.1f} ms on {g.step_cpu:.1f} cores"
+            f"guess: {g.workers} workers ({g.bound.value}): load {g.load_ms_per_batch:.1f} "
+            f"ms/batch on {g.cpu_share_of_loading:.1f} cores, step {g.step_ms:.1f} ms on "
+            f"{g.step_cpu_cores:.1f} cores"
         )
     lines.append("setting      steps  ms/batch  wait  start-up  peak MB  note")
     for r in probe_rows(tuner):

@@ -3,21 +3,20 @@
 A pure state machine fed with measurements (:class:`Measure`), so it is tested with
 synthetic figures. The first segment loads in the training process (``num_workers=0``): its
 waits are the load time of a batch and the gaps between them the step, which give the
-guess, as the sweep's model guess does (``_guess.guess``, restated here because the sweeper
-package sits above ``loadertune``). The candidates around the guess are then measured in
-rounds, each round in a rotated order (A B C, B C A, C A B) so drift and the previous
-setting's shutdown hit them alike.
+guess (:func:`loadertune.decision.guess`, the sweep's too). The candidates around the guess
+are then measured in rounds, each round in a rotated order (A B C, B C A, C A B) so drift
+and the previous setting's shutdown hit them alike.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from loadertune import decision
+from loadertune.decision import Bound, Guess
 from loadertune.torch_rules import in_flight
 
-NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
 GUESS_STEPS = 8  # steps that load in the training process to measure load and step time
 ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs; settings
 # still in the race after them get more rounds while the budget lasts
@@ -66,44 +65,22 @@ class Setting:
         return s
 
 
-@dataclass(frozen=True)
-class Guess:
-    """Workers predicted to hide loading behind the step, and the figures behind it."""
-
-    workers: int
-    load_ms: float
-    step_ms: float
-    load_cpu: float  # cores loading kept busy while it ran (1: decoding, 0: waiting on reads)
-    step_cpu: float  # cores the step kept busy
-    bound: str  # what set it
-    cpus: int = 1
-
-
 def guess_workers(
     load_ms: float, step_ms: float, load_cpu: float, step_cpu: float, cpus: int, cap: int
 ) -> Guess:
-    """The fewest workers that bring a batch within NEAR of the best reachable time.
-
-    Loading that is CPU work cannot beat the CPUs: every batch costs them load and step, so
-    ``(load x load_cpu + step x step_cpu) / cpus`` is a floor no number of workers beats.
+    """The model guess (:func:`loadertune.decision.guess`) for one batch's load and step time
+    and the cores each kept busy, at most ``cap`` workers. No memory bound: a probe that runs
+    out of memory is dropped. Per batch (batch size 1), so its time per sample is per batch.
     """
-    step = max(step_ms, 1e-3)
-    floor = (load_ms * load_cpu + step_ms * step_cpu) / max(cpus, 1)
-    if load_ms <= NEAR * step:
-        return Guess(0, load_ms, step_ms, load_cpu, step_cpu, "loading is negligible", cpus)
-    workers = max(1, math.ceil(load_ms / (max(step, floor) * (1 + NEAR))))
-    bound = "cpus" if floor > step else "hides loading"
-    if workers > cap:
-        workers, bound = cap, "max_workers"
-    return Guess(workers, load_ms, step_ms, load_cpu, step_cpu, bound, cpus)
-
-
-def predicted_ms(g: Guess) -> float:
-    """The time per batch the guess predicts for its number of workers."""
-    floor = (g.load_ms * g.load_cpu + g.step_ms * g.step_cpu) / max(g.cpus, 1)
-    if g.workers == 0:
-        return g.load_ms + g.step_ms
-    return max(g.step_ms, g.load_ms / g.workers, floor)
+    return decision.guess(
+        load_ms_per_batch=load_ms,
+        step_ms=step_ms,
+        cpu_share_of_loading=load_cpu,
+        usable_cpus=cpus,
+        max_workers=cap,
+        step_cpu_cores=step_cpu,
+        capped_by=Bound.MAX_WORKERS,
+    )
 
 
 def segment_length(s: Setting) -> int:
@@ -228,7 +205,7 @@ class Tuner:
         """Leave out the default when the first steps, which ran it, make it far slower than
         the guess predicts; the first round of the others confirms or recalls it."""
         default = first.setting
-        predicted = predicted_ms(self.guess) if self.guess else 0.0
+        predicted = self.guess.time_per_sample_ms if self.guess else 0.0  # per batch
         if default not in cands or predicted <= 0:
             return cands
         slower = first.per_batch_s * 1000 / predicted
@@ -337,13 +314,28 @@ class Tuner:
             "queue": [{**asdict(s), "setting": asdict(s.setting)} for s in self.queue],
             "dropped": [[asdict(s), why] for s, why in self.dropped.items()],
             "raced": [[asdict(s), why] for s, why in self.raced.items()],
-            "guess": asdict(self.guess) if self.guess else None,
+            "guess": self._guess_state(),
             "started": self.started,
             "cands": [asdict(c) for c in self.cands],
             "benched": [[asdict(c), t] for c, t in self.benched.items()],
             "extra_steps": self.extra_steps,
             "next_round": self.next_round,
             "widened": self.widened,
+        }
+
+    def _guess_state(self) -> dict[str, Any] | None:
+        """The guess in a checkpoint: the figures it came from, what it gave, the CPUs."""
+        g = self.guess
+        if g is None:
+            return None
+        return {
+            "workers": g.workers,
+            "load_ms": g.load_ms_per_batch,
+            "step_ms": g.step_ms,
+            "load_cpu": g.cpu_share_of_loading,
+            "step_cpu": g.step_cpu_cores,
+            "bound": g.bound.value,
+            "cpus": self.cpus,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -354,7 +346,11 @@ class Tuner:
         self.queue = [Segment(**{**s, "setting": Setting(**s["setting"])}) for s in state["queue"]]
         self.dropped = {Setting(**s): why for s, why in state["dropped"]}
         self.raced = {Setting(**s): why for s, why in state["raced"]}
-        self.guess = Guess(**state["guess"]) if state["guess"] else None
+        g = state["guess"]
+        self.guess = None
+        if g:  # the figures it came from give it again
+            args = (g["load_ms"], g["step_ms"], g["load_cpu"], g["step_cpu"], g["cpus"])
+            self.guess = guess_workers(*args, self.max_workers)
         self.started = state["started"]
         self.cands = [Setting(**c) for c in state["cands"]]
         self.benched = {Setting(**c): t for c, t in state["benched"]}

@@ -1,12 +1,11 @@
-"""A model-based first guess at ``num_workers``, from the default trial's measurement.
+"""The sweep's model-based first guess at ``num_workers``: from the default trial, and the
+range it sets.
 
 With ``num_workers=0`` the training process loads every batch itself, so the default trial
 measures both costs apart: the wait for a batch is the load time of one batch, and the
-compute phase is the model step. To hide loading behind the step, about
-``load time per batch / step time`` workers must load in parallel. That count is bounded by
-what the CPUs can run when loading is CPU work (a worker waiting on I/O costs no CPU, so an
-I/O-bound pipeline may need more workers than cores) and by the memory budget. The guess is
-enqueued as an early trial, and the verdict reports it against what was measured.
+compute phase is the model step; :func:`loadertune.decision.guess` turns them into a number
+of workers. The guess is enqueued as an early trial, and the verdict reports it against what
+was measured.
 
 The guess also sets the ``num_workers`` range the sampler searches (:func:`workers_range`):
 wider than written when loading waits on I/O and needs more workers than the CPU-derived
@@ -16,12 +15,12 @@ bound, narrower when a few workers already hide loading behind the step.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from enum import Enum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from optuna.distributions import IntDistribution
 
+from loadertune.decision import Bound, Guess, guess
 from loadertune.machine import cpus_per_rank
 
 from .._keys import StudyAttr, TrialAttr
@@ -34,101 +33,6 @@ if TYPE_CHECKING:
     from loadertune.result import TrialResult
 
     from ._sweep_plan import SweepPlan
-
-NEAR = 0.05  # a batch loaded within 5% of the step counts as hidden behind it
-
-
-class Bound(str, Enum):
-    """What set the guessed number of workers."""
-
-    NEGLIGIBLE = "loading is negligible"
-    HIDES_LOADING = "hides loading"
-    CPUS = "cpus"
-    MEMORY = "memory"
-    SEARCH_SPACE = "search space"
-
-
-@dataclass(frozen=True)
-class Guess:
-    """Predicted workers and time per sample, with the figures they came from."""
-
-    workers: int
-    time_per_sample_ms: float
-    load_ms_per_batch: float
-    step_ms: float
-    cpu_share_of_loading: float
-    bound: Bound  # what set it
-    ceiling: int = 0  # the most workers the CPU, memory and space bounds allow together
-    step_cpu_cores: float = 0.0  # cores the training step kept busy
-
-    def as_attrs(self) -> dict[str, Any]:
-        """The guess as a study user attr (JSON)."""
-        return {**asdict(self), "bound": self.bound.value}
-
-    @classmethod
-    def from_attrs(cls, attrs: dict[str, Any] | None) -> Guess | None:
-        """The guess a study holds, or None."""
-        if not attrs:
-            return None
-        known = {f.name for f in fields(cls)}
-        kept = {k: v for k, v in attrs.items() if k in known}
-        return cls(**{**kept, "bound": Bound(kept["bound"])})
-
-
-def guess(
-    *,
-    load_ms_per_batch: float,
-    step_ms: float,
-    batch_size: int,
-    cpu_share_of_loading: float,
-    usable_cpus: int,
-    memory_per_worker_mb: float,
-    memory_budget_mb: float,
-    max_workers: int,
-    step_cpu_cores: float = 0.0,
-) -> Guess:
-    """Workers needed to hide loading behind the step, within CPU, memory and space bounds.
-
-    ``cpu_share_of_loading`` is the cores loading keeps busy while it runs (about 1 for
-    decoding, about 0 for waiting on reads), ``step_cpu_cores`` the cores the training step
-    keeps busy (0 for an accelerator's step). Every batch costs the CPUs both; spread over
-    all usable CPUs at best, that is a time per batch no number of workers can beat.
-    """
-    step = max(step_ms, 1e-3)
-    cpus = max(usable_cpus, 1)
-    cpu_floor = (load_ms_per_batch * cpu_share_of_loading + step_ms * step_cpu_cores) / cpus
-    best = max(step, cpu_floor)
-    ceiling = max_workers
-    if load_ms_per_batch <= NEAR * step:
-        workers, bound = 0, Bound.NEGLIGIBLE
-    else:
-        # The fewest workers that bring a batch within NEAR of the best reachable: the last
-        # few percent cost a whole worker each and are below what a repeat can tell apart.
-        workers = max(1, math.ceil(load_ms_per_batch / (best * (1 + NEAR))))
-        bound = Bound.CPUS if cpu_floor > step else Bound.HIDES_LOADING
-        if bound == Bound.CPUS:
-            ceiling = min(ceiling, workers)  # more workers only share the same CPUs
-    if memory_per_worker_mb > 0:
-        memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
-        ceiling = min(ceiling, memory_cap)
-        if workers > memory_cap:
-            workers, bound = memory_cap, Bound.MEMORY
-    if workers > max_workers:
-        workers, bound = max_workers, Bound.SEARCH_SPACE
-    if workers == 0:
-        per_batch = load_ms_per_batch + step_ms
-    else:
-        per_batch = max(step_ms, load_ms_per_batch / workers, cpu_floor)
-    return Guess(
-        workers=workers,
-        time_per_sample_ms=per_batch / batch_size,
-        load_ms_per_batch=load_ms_per_batch,
-        step_ms=step_ms,
-        cpu_share_of_loading=cpu_share_of_loading,
-        bound=bound,
-        ceiling=max(ceiling, 1),
-        step_cpu_cores=step_cpu_cores,
-    )
 
 
 # An I/O-bound range may widen up to this many workers per usable CPU, and never past

@@ -21,9 +21,10 @@ from loadertune.report import wide_console
 from .._keys import Results, TrialAttr
 
 if TYPE_CHECKING:
+    from loadertune.decision import Guess
     from loadertune.result import TrialResult
 
-    from ..plan._guess import Guess, WorkersRange
+    from ..plan._guess import WorkersRange
     from ..plan._sweep_plan import SweepPlan
     from ..verdict._candidates import Candidate, Recommendation
     from ..verdict._confidence import Assurance

@@ -31,7 +31,8 @@ from ..study import _hosts
 from . import _verdict_record
 
 if TYPE_CHECKING:
-    from ..plan._guess import Guess
+    from loadertune.decision import Guess
+
     from ..verdict._rounds import Verdict
 
 _log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from .._keys import Tag
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
-    from ..plan._guess import Guess
+    from loadertune.decision import Guess
+
     from ..verdict._candidates import Candidate
     from ..verdict._rounds import Verdict
 

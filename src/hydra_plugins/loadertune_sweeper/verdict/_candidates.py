@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune import paired_stats
+from loadertune import decision, paired_stats
 from loadertune.paired_stats import NOISE_FLOOR, within_noise
 from loadertune.search_rules import workers_of
 
@@ -119,30 +119,24 @@ def _cost(c: Candidate) -> tuple[int, float]:
     return c.workers, statistics.median(c.memory_mb or [0.0])
 
 
-def recommend(cands: list[Candidate]) -> Recommendation:
-    """Cheapest (fewest workers, then least memory) whose time is within noise of the best.
+def rounds_of(measured: list[Candidate]) -> dict[int, paired_stats.Rounds]:
+    """The candidates' times by round, keyed by their place in ``measured``: the plain input
+    of :mod:`loadertune.decision`."""
+    return {i: c.by_round for i, c in enumerate(measured)}
 
-    A setting is within noise of the fastest when the median of its round-by-round time
-    ratios to the fastest, less the noise (down to the low end of
-    :func:`loadertune.paired_stats.median_interval`, at least ``NOISE_FLOOR``), is within
-    ``NOISE_FLOOR`` of 1: the gap is not a measured difference.
-    """
+
+def recommend(cands: list[Candidate]) -> Recommendation:
+    """Cheapest (fewest workers, then least memory) whose time is within noise of the best
+    (:func:`loadertune.decision.recommend`), with the speed-up of each advice over it."""
     measured = [c for c in cands if c.values]
-    fastest = min(measured, key=lambda c: c.median)
-    within = [(fastest, NOISE_FLOOR)]
-    for c in measured:
-        if c is fastest:
-            continue
-        ratio, _, _, noise = compare(c, fastest)
-        if within_noise(ratio, noise):
-            within.append((c, noise))
-    chosen, tolerance = min(within, key=lambda ct: _cost(ct[0]))
+    choice = decision.recommend(rounds_of(measured), {i: _cost(c) for i, c in enumerate(measured)})
+    chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     speedups = {}
     for c in measured:
         for role in c.roles:
             mid, low, high, _ = compare(c, chosen)
             speedups[role] = (mid, low, high)
-    return Recommendation(chosen, fastest, tolerance, speedups, measured_noise(chosen, fastest))
+    return Recommendation(chosen, fastest, choice.noise, speedups, measured_noise(chosen, fastest))
 
 
 def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
@@ -162,7 +156,7 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
     measured = [c for c in cands if c.values]
     if len(measured) < 2:
         return []
-    fastest = min(measured, key=lambda c: c.median)
+    fastest = measured[decision.fastest(rounds_of(measured))]
     close = []
     for c in measured:
         if c is fastest or _cost(c) >= _cost(fastest):

@@ -8,42 +8,29 @@ measured again is at most ``MARGIN`` faster than the recommendation even at the 
 its interval, repeats agree within ``SPREAD_MEDIUM``, and other processes left the CPUs
 alone during the verdict and the search. A wrong pick labelled ``high`` is the one outcome
 the thresholds are set against: each can only lower the label.
+
+The rules on the rounds are :mod:`loadertune.decision`'s (AutoLoader's too); this room adapts
+the candidates to them and adds what only a sweep sees: other work on the machine, during
+the verdict and the search, and the noise pooled over every setting measured again.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
-from enum import Enum
+from typing import TypeAlias
 
-from loadertune import paired_stats
-from loadertune.paired_stats import MARGIN, RATIO_LOW, RATIO_MEDIUM, SPREAD_LOW, SPREAD_MEDIUM
+from loadertune import decision
+from loadertune.decision import Confidence, Reason
+from loadertune.paired_stats import MARGIN
 
-from ._candidates import Candidate, Recommendation, recommend, unsure
+from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
+
+Assurance: TypeAlias = decision.Assurance[Candidate]  # the core's, naming candidates as open
 
 FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
 BUSY_MEDIUM = 0.10  # share of the usable CPUs other work took above which: medium
 BUSY_LOW = 0.35  # ... and low
-
-
-class Confidence(str, Enum):
-    """How sure the verdict is."""
-
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-
-
-@dataclass(frozen=True)
-class Assurance:
-    """The verdict's confidence, why, and what would settle what is still open."""
-
-    level: Confidence
-    why: str
-    unsettled: list[Candidate] = field(default_factory=list)  # may be faster than the pick
-    settle: str = ""  # what would tell them apart ("" when nothing is open)
-    busy: bool = False  # other work on the machine is among the reasons
 
 
 def busy_share(windows: list[tuple[float, float]], cpus: int) -> float:
@@ -91,18 +78,6 @@ def pooled_ratio_sd(cands: list[Candidate]) -> float:
     return math.sqrt(2 * sum(r * r for r in residuals) / df)
 
 
-def may_be_faster(chosen: Candidate, other: Candidate, pooled_sd: float = 0.0) -> float:
-    """How much faster ``other`` may be than ``chosen`` at the top of a 95% interval
-    (:func:`loadertune.paired_stats.may_be_faster`), with :func:`pooled_ratio_sd`."""
-    return paired_stats.may_be_faster(chosen.by_round, other.by_round, pooled_sd)
-
-
-def ratio_spread(chosen: Candidate, other: Candidate) -> float:
-    """Relative range of the round-by-round ratios of two settings: the noise that pairing
-    did not cancel (0 with fewer than two shared rounds)."""
-    return paired_stats.ratio_spread(chosen.by_round, other.by_round)
-
-
 def assess(
     rec: Recommendation,
     cands: list[Candidate],
@@ -110,50 +85,38 @@ def assess(
     repeats: int,
     search_busy: list[float] | None = None,
 ) -> Assurance:
-    """The confidence in ``rec``. ``search_busy``: each search trial's busy share (0..1)."""
-    chosen = rec.chosen
+    """The confidence in ``rec`` (:mod:`loadertune.decision`), with the sweep's own checks:
+    the noise pooled over every setting measured again, and other work on the machine.
+    ``search_busy``: each search trial's busy share (0..1)."""
     measured = [c for c in cands if c.values]
     pooled = pooled_ratio_sd(measured)
-    unsettled = [
-        c for c in measured if c is not chosen and may_be_faster(chosen, c, pooled) > MARGIN
-    ]
-    spread = max(chosen.spread, rec.fastest.spread)
-    pairing = max((ratio_spread(chosen, c) for c in measured if c is not chosen), default=0.0)
+    at = {id(c): i for i, c in enumerate(measured)}
+    f = decision.findings(rounds_of(measured), at[id(rec.chosen)], at[id(rec.fastest)], pooled)
+    unsettled = [measured[i] for i in f.unsettled]
     busy = busy_share(verdict_windows(measured), cpus)
-    reasons = _shortfalls(chosen, spread, pairing, busy, search_busy or [])
-    reasons += [_unsettled_reason(chosen, unsettled, pooled)] if unsettled else []
-    if not reasons:
-        return Assurance(Confidence.HIGH, _clear(rec, measured, pairing, busy))
-    level = Confidence.LOW if any(lv == Confidence.LOW for lv, _ in reasons) else Confidence.MEDIUM
-    why = "; ".join(text for _, text in reasons) + "."
-    return Assurance(
-        level,
-        why[0].upper() + why[1:],
+    reasons = decision.shortfalls(f, "the recommendation was measured only")
+    reasons += _busy_reasons(busy, search_busy or [])
+    if unsettled:
+        names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
+        most = max(f.unsettled.values())
+        reasons.append(
+            (
+                Confidence.MEDIUM,
+                f"{names} may still be faster by more than {MARGIN:.1%} (up to {most:.0%})",
+            )
+        )
+    return decision.assurance(
+        reasons,
+        _clear(rec, measured, f.pairing, busy),
         unsettled,
         _settle(unsettled, busy, repeats),
         busy >= BUSY_MEDIUM,
     )
 
 
-def _shortfalls(
-    chosen: Candidate,
-    spread: float,
-    pairing: float,
-    busy: float,
-    search_busy: list[float],
-) -> list[tuple[Confidence, str]]:
-    """What keeps the verdict from ``high`` besides open comparisons, each with its level."""
-    reasons: list[tuple[Confidence, str]] = []
-    n = len(chosen.values)
-    if n < 3:
-        level = Confidence.LOW if n < 2 else Confidence.MEDIUM
-        reasons.append((level, f"the recommendation was measured only {n} time(s)"))
-    if pairing > RATIO_MEDIUM:
-        level = Confidence.LOW if pairing > RATIO_LOW else Confidence.MEDIUM
-        reasons.append((level, f"round-by-round ratios to it spread {pairing:.0%}"))
-    if spread > SPREAD_MEDIUM:
-        level = Confidence.LOW if spread > SPREAD_LOW else Confidence.MEDIUM
-        reasons.append((level, f"the machine's speed drifted: repeats spread {spread:.0%}"))
+def _busy_reasons(busy: float, search_busy: list[float]) -> list[Reason]:
+    """Other work on the machine, during the verdict's rounds and during the search."""
+    reasons: list[Reason] = []
     if busy >= BUSY_MEDIUM:
         level = Confidence.LOW if busy >= BUSY_LOW else Confidence.MEDIUM
         reasons.append(
@@ -170,17 +133,6 @@ def _shortfalls(
             )
         )
     return reasons
-
-
-def _unsettled_reason(
-    chosen: Candidate, unsettled: list[Candidate], pooled: float
-) -> tuple[Confidence, str]:
-    names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
-    most = max(may_be_faster(chosen, c, pooled) for c in unsettled)
-    return (
-        Confidence.MEDIUM,
-        f"{names} may still be faster by more than {MARGIN:.1%} (up to {most:.0%})",
-    )
 
 
 def _clear(rec: Recommendation, measured: list[Candidate], pairing: float, busy: float) -> str:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..plan._guess import Guess
+    from loadertune.decision import Guess
+
     from ._candidates import Candidate
 
 PANELS = (

@@ -15,7 +15,9 @@ from ..plan._baselines import Role
 from ._candidates import Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
-    from ..plan._guess import Guess, WorkersRange
+    from loadertune.decision import Guess
+
+    from ..plan._guess import WorkersRange
     from ._confidence import Assurance
 
 

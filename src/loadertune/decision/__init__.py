@@ -1,0 +1,40 @@
+"""The decision rules a sweep's verdict and AutoLoader share, on plain measurements.
+
+Three rooms, each fed plain numbers so either caller adapts its own measurements to them:
+``_guess`` (the model-based first guess at ``num_workers``: :class:`Guess`, :class:`Bound`,
+:data:`NEAR`, :func:`guess`) · ``_choice`` (the cheapest setting within noise of the fastest
+over paired rounds: :class:`Choice`, :func:`recommend`, :func:`fastest`) · ``_confidence``
+(how sure a pick is: :class:`Confidence`, :class:`Assurance`, :func:`findings`,
+:func:`shortfalls`, :func:`assurance`). The statistics under them are
+:mod:`loadertune.paired_stats`. The sweeper (``hydra_plugins.loadertune_sweeper``) adds its
+busy-machine and pooled-noise checks; AutoLoader (:mod:`loadertune.autoloader`) its probes.
+"""
+
+from loadertune.decision._choice import Choice, fastest, recommend
+from loadertune.decision._confidence import (
+    Assurance,
+    Confidence,
+    Findings,
+    Reason,
+    assurance,
+    findings,
+    shortfalls,
+)
+from loadertune.decision._guess import NEAR, Bound, Guess, guess
+
+__all__ = [
+    "NEAR",
+    "Assurance",
+    "Bound",
+    "Choice",
+    "Confidence",
+    "Findings",
+    "Guess",
+    "Reason",
+    "assurance",
+    "fastest",
+    "findings",
+    "guess",
+    "recommend",
+    "shortfalls",
+]

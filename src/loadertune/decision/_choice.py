@@ -1,0 +1,56 @@
+"""The recommendation: the cheapest setting within noise of the fastest, over paired rounds.
+
+Each setting is a key mapped to its times by round (``{round: time}``) and a cost the caller
+gives (a number or a tuple: lower is cheaper). The fastest is the lowest median time; another
+setting is within noise of it when the median of their round-by-round ratios, less the noise,
+is within ``NOISE_FLOOR`` of 1 (:func:`loadertune.paired_stats.within_noise`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from loadertune.paired_stats import NOISE_FLOOR, Rounds, compare, within_noise
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+K = TypeVar("K", bound=Hashable)  # what names a setting
+
+
+@dataclass(frozen=True)
+class Choice(Generic[K]):
+    """The cheapest setting within noise of the fastest."""
+
+    chosen: K
+    fastest: K
+    ratio: float  # chosen's median time over the fastest's (1.0 when they are one)
+    noise: float  # the noise the decision allowed for: measured, at least NOISE_FLOOR
+
+
+def fastest(times: Mapping[K, Rounds]) -> K:
+    """The setting with the lowest median time (the first of equals), of those measured."""
+    measured = {k: v for k, v in times.items() if v}
+    return min(measured, key=lambda k: statistics.median(measured[k].values()))
+
+
+def recommend(times: Mapping[K, Rounds], cost: Mapping[K, SupportsRichComparison]) -> Choice[K]:
+    """Cheapest (lowest ``cost``) setting whose time is within noise of the fastest.
+
+    Of equally cheap settings, the fastest itself, else the first in ``times``. Settings with
+    no rounds are left out.
+    """
+    measured = {k: v for k, v in times.items() if v}
+    best = fastest(measured)
+    within: list[tuple[K, float, float]] = [(best, 1.0, NOISE_FLOOR)]
+    for key, rounds in measured.items():
+        if key == best:
+            continue
+        ratio, _, _, noise = compare(rounds, measured[best])
+        if within_noise(ratio, noise):
+            within.append((key, ratio, noise))
+    chosen, ratio, noise = min(within, key=lambda t: cost[t[0]])
+    return Choice(chosen, best, ratio, noise)

@@ -1,0 +1,124 @@
+"""How sure a pick is: ``high``, ``medium`` or ``low``, and the sentence that says why.
+
+A pick is only as good as the rounds behind it. :func:`findings` reads from them what can
+make it wrong: too few rounds, round-by-round ratios that scatter (noise pairing did not
+cancel), a machine whose speed drifted, and settings that may still be faster than the pick
+by more than ``MARGIN`` at the top of a 95% interval. :func:`shortfalls` turns the first three
+into reasons; each caller adds its own (the sweep: other work on the machine; both: the open
+settings, named their way) and :func:`assurance` makes the label and sentence: ``high`` with
+no reason, ``low`` if any reason is low, else ``medium``. Each check can only lower the label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+from loadertune.paired_stats import (
+    MARGIN,
+    RATIO_LOW,
+    RATIO_MEDIUM,
+    SPREAD_LOW,
+    SPREAD_MEDIUM,
+    Rounds,
+    may_be_faster,
+    ratio_spread,
+    spread,
+)
+
+K = TypeVar("K", bound=Hashable)  # what names a setting
+T = TypeVar("T")  # what an assurance names as still open
+
+
+class Confidence(str, Enum):
+    """How sure a pick is; the value is what results files and MLflow tags hold."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+Reason = tuple[Confidence, str]  # a shortfall: the label it allows at most, and why
+
+
+@dataclass(frozen=True)
+class Assurance(Generic[T]):
+    """The confidence, why, and what would settle what is still open."""
+
+    level: Confidence
+    why: str
+    unsettled: list[T] = field(default_factory=list)  # may be faster than the pick
+    settle: str = ""  # what would tell them apart ("" when nothing is open)
+    busy: bool = False  # other work on the machine is among the reasons
+
+
+@dataclass(frozen=True)
+class Findings(Generic[K]):
+    """What the rounds show about a pick, for the confidence rules."""
+
+    repeats: int  # rounds the pick was measured in
+    pairing: float  # widest relative range of round-by-round ratios to the pick
+    drift: float  # relative range of the pick's or the fastest's repeats, the larger
+    unsettled: dict[K, float]  # may be faster than the pick by more than MARGIN: by how much
+
+
+def findings(
+    times: Mapping[K, Rounds], chosen: K, fastest: K, pooled_sd: float = 0.0
+) -> Findings[K]:
+    """The figures behind the confidence in ``chosen``; ``pooled_sd``: a log-ratio sd the
+    caller measured over more settings (:func:`loadertune.paired_stats.may_be_faster`)."""
+    pick = times[chosen]
+    others = {k: v for k, v in times.items() if v and k != chosen}
+    faster = {k: may_be_faster(pick, v, pooled_sd) for k, v in others.items()}
+    return Findings(
+        repeats=len(pick),
+        pairing=max((ratio_spread(pick, v) for v in others.values()), default=0.0),
+        drift=max(spread(list(pick.values())), spread(list(times[fastest].values()))),
+        unsettled={k: by for k, by in faster.items() if by > MARGIN},
+    )
+
+
+def shortfalls(f: Findings[K], measured: str) -> list[Reason]:
+    """The reasons in the rounds themselves; ``measured`` starts the too-few-rounds one
+    (``"the choice was measured"``: "the choice was measured 2 time(s)")."""
+    reasons: list[Reason] = []
+    n = f.repeats
+    if n < 3:
+        reasons.append((Confidence.LOW if n < 2 else Confidence.MEDIUM, f"{measured} {n} time(s)"))
+    if f.pairing > RATIO_MEDIUM:
+        level = Confidence.LOW if f.pairing > RATIO_LOW else Confidence.MEDIUM
+        reasons.append((level, f"round-by-round ratios to it spread {f.pairing:.0%}"))
+    if f.drift > SPREAD_MEDIUM:
+        level = Confidence.LOW if f.drift > SPREAD_LOW else Confidence.MEDIUM
+        reasons.append((level, f"the machine's speed drifted: repeats spread {f.drift:.0%}"))
+    return reasons
+
+
+def assurance(
+    reasons: Sequence[Reason],
+    high: str,
+    unsettled: Sequence[T] = (),
+    settle: str = "",
+    busy: bool = False,
+) -> Assurance[T]:
+    """``high`` (saying ``high``) when nothing falls short; else the lowest level a reason
+    allows, and the reasons as one sentence."""
+    if not reasons:
+        return Assurance(Confidence.HIGH, high)
+    low = any(level == Confidence.LOW for level, _ in reasons)
+    why = "; ".join(text for _, text in reasons) + "."
+    return Assurance(
+        Confidence.LOW if low else Confidence.MEDIUM,
+        why[0].upper() + why[1:],
+        list(unsettled),
+        settle,
+        busy,
+    )

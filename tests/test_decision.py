@@ -1,0 +1,171 @@
+"""The one decision core: a sweep's verdict and AutoLoader pick and doubt alike on the same
+rounds (synthetic times, no timing here), and the core's own rules on plain maps."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from optuna.distributions import IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
+from loadertune import decision
+from loadertune.autoloader._decision import decide
+from loadertune.autoloader._schedule import Measure, Setting, Tuner
+from loadertune.decision import Bound, Confidence
+
+Times = dict[int, dict[int, float]]  # workers -> {round: seconds per batch}
+
+
+def _candidate(workers: int, rounds: dict[int, float]) -> _candidates.Candidate:
+    trial = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 16)},
+        value=min(rounds.values()),
+    )
+    trial.number = workers
+    c = _candidates.Candidate(trial, [])
+    c.rounds, c.values = list(rounds), list(rounds.values())
+    c.memory_mb = [100.0] * len(rounds)
+    c.other_cpu_percent = [0.0] * len(rounds)  # a quiet machine: the sweep's own check is clear
+    return c
+
+
+def sweep_path(times: Times) -> tuple[int, int, Confidence, list[int]]:
+    """The sweep's verdict on these rounds: (chosen, fastest, confidence, unsettled)."""
+    cands = [_candidate(w, rounds) for w, rounds in times.items()]
+    rec = _candidates.recommend(cands)
+    got = _confidence.assess(rec, cands, cpus=2, repeats=3)
+    return rec.chosen.workers, rec.fastest.workers, got.level, [c.workers for c in got.unsettled]
+
+
+def autoloader_path(times: Times) -> tuple[int, int, Confidence, list[int]]:
+    """AutoLoader's decision on the same rounds, fed as its probes' measures."""
+    tuner = Tuner(budget=1000, cpus=2, max_workers=16)
+    for w, rounds in times.items():
+        s = Setting(w, 2 if w else None, w > 0)
+        for r, t in rounds.items():
+            tuner.measures.append(Measure(s, r, steps=1, counted=1, counted_s=t))
+    d = decide(tuner, cpus=2)
+    unsettled = [s.num_workers for s in d.assurance.unsettled]
+    return d.chosen.num_workers, d.fastest.num_workers, d.assurance.level, unsettled
+
+
+def _machine(speeds: list[float], true: dict[int, float], scatter: list[float]) -> Times:
+    """Each setting's true time, times the machine's speed in each round, times a scatter
+    that differs by setting (rotated), so the pairs do not cancel it exactly."""
+    return {
+        w: {r: t * d * scatter[(r + i) % len(scatter)] for r, d in enumerate(speeds)}
+        for i, (w, t) in enumerate(true.items())
+    }
+
+
+QUIET = [1.0, 1.0, 1.0]
+CASES = [
+    # id, rounds, expected (chosen, fastest, confidence)
+    (
+        "a clear winner",
+        _machine(QUIET, {0: 2.0, 2: 1.0, 4: 1.2}, [1.0, 1.01, 0.99]),
+        (2, 2, "high"),
+    ),
+    # 1% apart, so w4 may be faster than w2 by more than MARGIN: the cheaper pick, doubted.
+    (
+        "cheaper within noise",
+        _machine(QUIET, {0: 2.0, 2: 1.01, 4: 1.0}, [1.0, 1.01, 0.99]),
+        (2, 4, "medium"),
+    ),
+    # The machine's speed wanders 2x: the pairs still agree, its repeats do not.
+    ("a drifting machine", _machine([0.6, 1.0, 1.4], {0: 2.0, 2: 1.0}, [1.0]), (2, 2, "low")),
+    ("one round", _machine([1.0], {0: 2.0, 2: 1.0}, [1.0]), (2, 2, "low")),
+    ("two rounds", _machine([1.0, 1.05], {0: 2.0, 2: 1.0}, [1.0, 1.01]), (2, 2, "medium")),
+    # Round-by-round ratios scatter by about 10%: noise pairing did not cancel.
+    (
+        "scattered ratios",
+        _machine([1.0, 1.1, 0.9, 1.0], {0: 2.0, 2: 1.0}, [1.0, 1.04, 0.98, 1.02]),
+        (2, 2, "medium"),
+    ),
+    (
+        "four settings, five rounds",
+        _machine(
+            [1.0, 1.05, 0.95, 1.02, 0.98],
+            {0: 3.0, 1: 1.6, 2: 1.0, 4: 0.99},
+            [1.0, 1.004, 0.997, 1.002, 0.998],
+        ),
+        (2, 4, "high"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("times", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_sweep_and_autoloader_pick_and_doubt_alike(
+    times: Times, expected: tuple[int, int, str]
+) -> None:
+    sweep, tuning = sweep_path(times), autoloader_path(times)
+    assert sweep == tuning
+    assert sweep[:3] == expected
+
+
+def simulated(rng: random.Random, workers: list[int], rounds: int) -> Times:
+    """Settings a few % apart on a machine whose speed drifts round to round, 2% scatter."""
+    true = {w: 1.0 + rng.choice([0.0, 0.01, 0.03, 0.08, 0.3]) for w in workers}
+    drift = [rng.uniform(0.8, 1.3) for _ in range(rounds)]
+    return {
+        w: {r: t * d * rng.gauss(1.0, 0.02) for r, d in enumerate(drift)} for w, t in true.items()
+    }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_alike_on_simulated_rounds(seed: int) -> None:
+    """Synthetic interleaved rounds: a drifting machine, two settings a few % apart (with two
+    settings the sweep's pooled noise is the pair's own, so nothing but the rules differs)."""
+    rng = random.Random(seed)
+    times = simulated(rng, rng.sample([0, 1, 2, 4, 8], 2), rng.randint(1, 7))
+    assert sweep_path(times) == autoloader_path(times)
+
+
+RANK = {Confidence.LOW: 0, Confidence.MEDIUM: 1, Confidence.HIGH: 2}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_sweeps_own_checks_only_doubt_more(seed: int) -> None:
+    """Four settings: the same pick; the sweep's noise pooled over all four can only add
+    settings that may be faster, so its label is never above AutoLoader's."""
+    rng = random.Random(seed)
+    times = simulated(rng, [0, 1, 2, 4], rng.randint(2, 7))
+    sweep, tuning = sweep_path(times), autoloader_path(times)
+    assert sweep[:2] == tuning[:2]
+    assert RANK[sweep[2]] <= RANK[tuning[2]]
+    assert set(tuning[3]) <= set(sweep[3])
+
+
+def test_the_pick_is_the_cheapest_within_noise_of_the_fastest() -> None:
+    times = {"a": {0: 1.0, 1: 1.1, 2: 0.9}, "b": {0: 1.01, 1: 1.11, 2: 0.91}, "c": {}}
+    choice = decision.recommend(times, {"a": 2.0, "b": 1.0, "c": 0.0})  # "c": never measured
+    assert (choice.chosen, choice.fastest) == ("b", "a")
+    assert choice.ratio == pytest.approx(1.01)
+    assert decision.recommend(times, {"a": 1.0, "b": 1.0, "c": 0.0}).chosen == "a"  # a tie
+    slower = {"a": times["a"], "b": {r: 1.2 * t for r, t in times["a"].items()}}
+    assert decision.recommend(slower, {"a": 2.0, "b": 1.0}).chosen == "a"
+
+
+def test_confidence_reads_as_its_value() -> None:
+    """Results files and MLflow tags hold the bare word."""
+    assert f"{Confidence.HIGH}" == str(Confidence.HIGH) == "high"
+    assert f"confidence {Confidence.LOW:>6}" == "confidence    low"
+    assert Confidence("medium") is Confidence.MEDIUM
+    f = decision.findings({"a": {0: 1.0}, "b": {0: 2.0}}, "a", "a")
+    reasons = decision.shortfalls(f, "the pick was measured")
+    got = decision.assurance(reasons, "never said")
+    assert (got.level, got.why) == (Confidence.LOW, "The pick was measured 1 time(s).")
+
+
+def test_the_guess_names_its_cap() -> None:
+    kwargs = {"load_ms_per_batch": 900.0, "step_ms": 1.0, "cpu_share_of_loading": 0.0}
+    capped = decision.guess(**kwargs, usable_cpus=2, max_workers=16)  # type: ignore[arg-type]
+    assert (capped.workers, capped.bound) == (16, Bound.SEARCH_SPACE)
+    named = decision.guess(  # type: ignore[arg-type]
+        **kwargs, usable_cpus=2, max_workers=16, capped_by=Bound.MAX_WORKERS
+    )
+    assert (named.workers, named.bound.value) == (16, "max_workers")
+    assert named.time_per_sample_ms == pytest.approx(900.0 / 16)  # batch size 1: per batch

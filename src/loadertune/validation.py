@@ -157,7 +157,7 @@ def validate_ranks(trial: TrialConfig) -> None:
             "trial.nproc_per_node",
             n,
             f"is more ranks than the {budget.count} CPUs this process may use "
-            f"(set by its {budget.source}); each rank needs one at least",
+            f"(its {budget.source} limit); each rank needs one at least",
             f"use trial.nproc_per_node<={budget.count}",
         )
     if trial.device.startswith("cuda") or trial.device == "auto":

@@ -206,8 +206,8 @@ def validate(config: RunConfig) -> None:
     from loadertune.preflight import check_worker_count
 
     validate_loader(config.loader)
+    validate_trial(config.trial)  # trial.nproc_per_node first: the worker cap counts ranks
     check_worker_count(config.loader, config.trial.nproc_per_node)
-    validate_trial(config.trial)
     validate_dataset(config)
     validate_workload(config)
     from loadertune.user_code import check_user_code  # builds the dataset only if it must

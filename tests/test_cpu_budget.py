@@ -192,6 +192,13 @@ def test_cpus_per_rank(usable: int, nproc: int, per_rank: int) -> None:
     assert cpus_per_rank(nproc, usable) == per_rank
 
 
+@pytest.mark.parametrize(
+    ("env", "ranks"), [({}, 1), ({"LOCAL_WORLD_SIZE": "4"}, 4), ({"LOCAL_WORLD_SIZE": "x"}, 1)]
+)
+def test_local_world_size_is_the_launchers(env: dict[str, str], ranks: int) -> None:
+    assert machine.local_world_size(env) == ranks
+
+
 def test_machine_info_says_where_the_count_came_from() -> None:
     info = machine.machine_info()
     budget = cpu_budget()

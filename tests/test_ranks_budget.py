@@ -130,6 +130,9 @@ def test_validate_passes_the_ranks_to_the_worker_cap(
     config = to_run_config(compose(["loader.num_workers=20", "trial.nproc_per_node=2"]))
     with pytest.raises(ConfigError, match=r"trial\.nproc_per_node=2 ranks"):
         validation.validate(config)
+    many = to_run_config(compose(["loader.num_workers=20", "trial.nproc_per_node=3"]))
+    with pytest.raises(ConfigError, match=r"^trial\.nproc_per_node=3: is more ranks"):
+        validation.validate(many)  # the ranks are wrong, not the workers
 
 
 # ---- pre-flight counts every rank's batches ------------------------------------------------

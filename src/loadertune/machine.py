@@ -79,7 +79,7 @@ def slurm_cpus(env: Mapping[str, str]) -> int | None:
         value = env.get(key, "").strip()
         if value:
             try:
-                return max(1, int(value.split("(")[0]))  # SLURM_CPUS_ON_NODE may say "4(x2)"
+                return max(1, int(value.split("(")[0]))  # "4(x2)", as some SLURM counts read
             except ValueError:
                 return None
     return None

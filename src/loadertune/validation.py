@@ -157,7 +157,7 @@ def validate_ranks(trial: TrialConfig) -> None:
             "trial.nproc_per_node",
             n,
             f"is more ranks than the {budget.count} CPUs this process may use "
-            f"(set by its {budget.source}); each rank needs one at least",
+            f"(its {budget.source} limit); each rank needs one at least",
             f"use trial.nproc_per_node<={budget.count}",
         )
     if trial.device.startswith("cuda") or trial.device == "auto":
@@ -206,8 +206,8 @@ def validate(config: RunConfig) -> None:
     from loadertune.preflight import check_worker_count
 
     validate_loader(config.loader)
+    validate_trial(config.trial)  # trial.nproc_per_node first: the worker cap counts ranks
     check_worker_count(config.loader, config.trial.nproc_per_node)
-    validate_trial(config.trial)
     validate_dataset(config)
     validate_workload(config)
     from loadertune.user_code import check_user_code  # builds the dataset only if it must

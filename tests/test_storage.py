@@ -121,7 +121,8 @@ def test_bandwidth_is_shared_by_all_processes(tmp_path: Path) -> None:
     # One channel: reads end one transfer apart at least, whichever process booked them.
     assert min(b - a for a, b in itertools.pairwise(dones)) >= transfer_s - 1e-9
     assert rate <= 20.0 * 1.01  # 4 private budgets would allow 80
-    assert rate > 20.0 / 2  # and the readers kept it busy (about 20 even on a loaded machine)
+    # and the readers kept it busy: about 20 on a quiet machine, 9.4 seen at load 10 on 2 CPUs
+    assert rate > 20.0 / 4
     counters = device.counters()
     assert (counters.reads, counters.bytes) == (4 * 40, 4 * 40 * 64_000)
     assert counters.busy_s == pytest.approx(4 * 40 * transfer_s)

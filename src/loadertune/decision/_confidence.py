@@ -46,7 +46,7 @@ class Confidence(str, Enum):
         return format(self.value, spec)
 
 
-Reason = tuple[Confidence, str]  # a shortfall: the label it allows at most, and why
+Shortfall = tuple[Confidence, str]  # a shortfall: the label it allows at most, and why
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,10 @@ def findings(
     )
 
 
-def shortfalls(f: Findings[K], measured: str) -> list[Reason]:
+def shortfalls(f: Findings[K], measured: str) -> list[Shortfall]:
     """The reasons in the rounds themselves; ``measured`` starts the too-few-rounds one
     (``"the choice was measured"``: "the choice was measured 2 time(s)")."""
-    reasons: list[Reason] = []
+    reasons: list[Shortfall] = []
     n = f.repeats
     if n < 3:
         reasons.append((Confidence.LOW if n < 2 else Confidence.MEDIUM, f"{measured} {n} time(s)"))
@@ -103,7 +103,7 @@ def shortfalls(f: Findings[K], measured: str) -> list[Reason]:
 
 
 def assurance(
-    reasons: Sequence[Reason],
+    reasons: Sequence[Shortfall],
     high: str,
     unsettled: Sequence[T] = (),
     settle: str = "",

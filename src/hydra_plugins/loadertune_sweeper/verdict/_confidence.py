@@ -21,7 +21,7 @@ import statistics
 from typing import TypeAlias
 
 from loadertune import decision
-from loadertune.decision import Confidence, Reason
+from loadertune.decision import Confidence, Shortfall
 from loadertune.paired_stats import MARGIN
 
 from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
@@ -114,9 +114,9 @@ def assess(
     )
 
 
-def _busy_reasons(busy: float, search_busy: list[float]) -> list[Reason]:
+def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
     """Other work on the machine, during the verdict's rounds and during the search."""
-    reasons: list[Reason] = []
+    reasons: list[Shortfall] = []
     if busy >= BUSY_MEDIUM:
         level = Confidence.LOW if busy >= BUSY_LOW else Confidence.MEDIUM
         reasons.append(

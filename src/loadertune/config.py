@@ -4,6 +4,10 @@ The YAML files in ``conf/`` are plain; these dataclasses are their schema. The e
 converts the composed config with :func:`to_run_config`, which turns every type error, unknown
 key and missing value into a :class:`~loadertune.errors.ConfigError` naming the full key, so a
 person sees one line instead of a traceback. Inside the package only these objects travel.
+
+One default per key: the YAML, with its comments, is the source of truth users read, and each
+default here equals it (the presets ``storage=hdd|nfs`` aside, which are their own values of
+the throttled schema); ``tests/test_config_defaults.py`` composes both and compares them.
 """
 
 from __future__ import annotations
@@ -365,8 +369,11 @@ def _target_and_kwargs(group: str, node: DictConfig, fix: str) -> tuple[str, dic
     return target, {str(k): v for k, v in container.items()}
 
 
-def _structured(key: str, schema: type[Any], node: Any) -> Any:
-    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure."""
+def _structured(key: str, schema: type[Any], node: Any, comments: str | None = None) -> Any:
+    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure.
+
+    ``comments`` says where the keys are documented (default: ``conf/<key>/``).
+    """
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), node)
         return OmegaConf.to_object(merged)
@@ -385,13 +392,27 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
             problem = "is not a known key"
         else:
             kinds = {f.name: f.type for f in dataclasses.fields(schema)}
-            kind = str(kinds.get(sub.split(".")[0], "the documented type")).replace(" | None", "")
-            problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
-            problem += f" is not of type {kind}"
-            return_fix = f"give {full} a value of type {kind} (see the comments in conf/{key}/)"
+            kind = _type_name(kinds.get(sub.split(".")[0]))
+            if problem.startswith("Incompatible value 'None'"):
+                problem = "cannot be null"
+            elif " could not be converted" in problem:
+                problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
+                problem += f" is not of type {kind}"
+            else:  # e.g. "Value 'x' is not a valid bool (type str)"
+                problem = problem.replace("Value ", "value ")
+            where = comments or f"conf/{key}/"
+            return_fix = f"give {full} a value of type {kind} (see the comments in {where})"
         if isinstance(node, DictConfig) and sub and value is None:
             value = OmegaConf.select(node, sub, throw_on_missing=False)
         raise ConfigError(full, value, problem, return_fix) from None
+
+
+def _type_name(kind: Any) -> str:
+    """A field's type as a person writes it, without ``| None``: ``int``, ``dict[str, str]``."""
+    if kind is None:
+        return "the documented type"
+    name = kind.__name__ if isinstance(kind, type) else str(kind)
+    return name.replace(" | None", "")
 
 
 def resolve_path(path: str) -> Path:

@@ -7,13 +7,14 @@ checked against Optuna >= 4 (verified on 5.0.0): samplers and pruners are chosen
 ``hydra.sweeper.sampler.<option>=...``.
 
 Hydra imports every public module under ``hydra_plugins`` at every start, so this module
-imports only Hydra and the standard library: the ``_target_`` strings name Optuna classes
+imports only Hydra, OmegaConf and the standard library: the ``_target_`` strings name Optuna classes
 without importing Optuna. The sweeper builds the sampler and pruner from these nodes later
 (see ``_samplers.create_sampler``), once it knows the search space.
 
 One default per key: ``conf/config.yaml`` (its ``hydra.sweeper`` node, with its comments) is
-the source of truth users read, and every default here equals it
-(``tests/test_config_defaults.py`` composes both and compares them key by key).
+the source of truth users read, and every default here equals it but ``params`` (the default
+study's space is the app's, written there once); ``tests/test_config_defaults.py`` composes
+both and compares them key by key.
 """
 
 # No "from __future__ import annotations": Hydra's plugin scanner loads this module without

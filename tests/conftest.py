@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig
+
+from loadertune import host_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -29,9 +33,19 @@ TINY = [
 
 def pytest_configure(config: pytest.Config) -> None:
     """Subprocesses see the environment of a plain ``make test``: pytest-xdist's workers set
-    ``COLUMNS=80``, which would make a sweep's console fold its tables and paragraphs."""
+    ``COLUMNS=80``, which would make a sweep's console fold its tables and paragraphs.
+
+    And this test process (each pytest-xdist worker: this runs in every one) gets its own
+    host timing lock, set before any fixture runs, module- and session-scoped ones too (the
+    shared review sweep): a sweep elsewhere on this machine, or another test run beside this
+    one, never makes a test wait. A test's subprocesses inherit it; tests of the lock itself
+    pass a folder of their own.
+    """
     for name in ("COLUMNS", "LINES"):
         os.environ.pop(name, None)
+    folder = tempfile.mkdtemp(prefix="loadertune-test-lock-")
+    os.environ[host_lock.ENV_DIR] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def with_tiny(overrides: Sequence[str]) -> list[str]:
@@ -64,14 +78,3 @@ def fixtures_on_path(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(FIXTURES))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), *sys.path]))
     return FIXTURES
-
-
-@pytest.fixture(autouse=True)
-def private_host_lock(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Path:
-    """Each test its own host timing lock: a sweep elsewhere on this machine (or another
-    test run beside this one) must not make a test wait. The lock's own tests share one."""
-    folder = tmp_path_factory.mktemp("lock")
-    monkeypatch.setenv("LOADERTUNE_LOCK_DIR", str(folder))
-    return folder

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper.config import SweepSettings
-from hydra_plugins.loadertune_sweeper.plan._settings_checks import check_settings
+from hydra_plugins.loadertune_sweeper.plan._settings_checks import sweep_settings
 from hydra_plugins.loadertune_sweeper.trial._busy_machine import BusyPolicy
 from loadertune.errors import ConfigError
 from loadertune.interference import Interference
@@ -98,13 +97,12 @@ def test_the_end_names_the_windows_other_work_touched() -> None:
     ("key", "value", "phrase"),
     [
         ("busy", "sometimes", "hydra.sweeper.busy=sometimes: is not one of warn, wait, ignore"),
-        ("busy_wait_s", 0, "hydra.sweeper.busy_wait_s=0: must be > 0"),
-        ("busy_wait_s", None, "hydra.sweeper.busy_wait_s=null: must be > 0"),
-        ("busy_cpu_percent", -5, "hydra.sweeper.busy_cpu_percent=-5: must be a number > 0"),
+        ("busy_wait_s", 0, "hydra.sweeper.busy_wait_s=0.0: must be > 0"),
+        ("busy_wait_s", None, "hydra.sweeper.busy_wait_s=null: cannot be null"),
+        ("busy_cpu_percent", -5, "hydra.sweeper.busy_cpu_percent=-5.0: must be a number > 0"),
     ],
 )
 def test_bad_busy_settings_name_the_key(key: str, value: object, phrase: str) -> None:
-    settings = SweepSettings(sampler={}, pruner={}, **{key: value})
     with pytest.raises(ConfigError) as caught:
-        check_settings(settings)
+        sweep_settings({"sampler": {}, "pruner": {}, key: value})
     assert phrase in str(caught.value)

@@ -230,6 +230,24 @@ def test_an_exported_loader_file_rebuilds_the_same_loader(on_path: None, tmp_pat
     assert inputs.shape == targets.shape and inputs.shape[0] == 4
 
 
+def test_a_single_trial_refuses_a_misspelt_collate_in_one_line_with_status_2(
+    compose: Compose, on_path: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What ``loadertune`` runs (in-process): one line, exit status 2, nothing recorded."""
+    from loadertune.cli import run_from_hydra
+
+    bad = [*VARLEN, *STEP, "loader.collate_fn=varlen.data.pad_colate", "tracking.enabled=true"]
+    with pytest.raises(SystemExit) as ended:
+        run_from_hydra(compose(bad))
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [err.strip()] and err.startswith(
+        "loadertune: error: loader.collate_fn=varlen.data.pad_colate: varlen.data has no "
+        "attribute pad_colate. Fix: check the name"
+    )
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 # ---- the command line, in subprocesses ------------------------------------------------------
 
 
@@ -243,29 +261,6 @@ def run(cwd: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProces
 
 def loadertune() -> str:
     return str(Path(sys.executable).with_name("loadertune"))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("multirun", [False, True])
-def test_refused_on_the_command_line_with_status_2_and_nothing_recorded(
-    tmp_path: Path, multirun: bool
-) -> None:
-    args = [*VARLEN, *STEP, "loader.collate_fn=varlen.data.pad_colate"]
-    proc = run(
-        tmp_path,
-        loadertune(),
-        *(["-m"] if multirun else []),
-        f"paths.output_root={tmp_path}",
-        *args,
-    )
-    assert proc.returncode == 2, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines == [lines[0]] and lines[0].startswith(
-        "loadertune: error: loader.collate_fn=varlen.data.pad_colate: varlen.data has no "
-        "attribute pad_colate. Fix: check the name"
-    )
-    assert not (tmp_path / "mlflow.db").exists()
-    assert not (tmp_path / "optuna.db").exists()
 
 
 def documented_commands() -> list[list[str]]:

@@ -14,6 +14,7 @@ from loadertune import run_trial
 from loadertune.config import ResNet18Config, TransformerConfig, to_run_config
 from loadertune.errors import ConfigError
 from loadertune.models import build_train_step, check_model
+from loadertune.models._steps import RealStep
 from loadertune.models._transformer import TokenTransformer, next_token_loss
 from loadertune.models._vision import resnet18
 from loadertune.validation import validate
@@ -181,7 +182,13 @@ def test_transformer_needs_a_vocabulary_size() -> None:
         torch.device("cpu"),
         "custom",
     )
+    # Given a vocabulary, the step is built for it and trains: one step moves the weights.
+    assert isinstance(step, RealStep)
+    assert isinstance(step.network, TokenTransformer) and step.network.tok.num_embeddings == 20
+    before = [p.detach().clone() for p in step.network.parameters()]
     step((torch.stack([sample[0]] * 2), torch.stack([sample[1]] * 2)))
+    after = list(step.network.parameters())
+    assert any(not torch.equal(b, a) for b, a in zip(before, after, strict=True))
 
 
 BAD_MODELS = [

@@ -16,7 +16,7 @@ import pytest
 from hydra import compose, initialize
 from hydra.core.config_store import ConfigStore
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -28,6 +28,7 @@ from hydra_plugins.loadertune_sweeper import config
 from hydra_plugins.loadertune_sweeper.plan import _samplers
 from hydra_plugins.loadertune_sweeper.plan._samplers import create_pruner, create_sampler
 from hydra_plugins.loadertune_sweeper.plan._search_space import parse_params
+from hydra_plugins.loadertune_sweeper.plan._settings_checks import sweep_settings
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -101,10 +102,10 @@ def test_sweeper_defaults() -> None:
     assert cfg.pruner._target_ == "optuna.pruners.MedianPruner"
     assert cfg.pruner.n_startup_trials == 3
     assert cfg.direction == "minimize"
-    assert cfg.n_trials == 20
-    assert cfg.n_jobs == 1
+    assert cfg.n_trials == 12
+    assert "n_jobs" not in cfg  # trials never share a machine: no such setting
     assert cfg.allow_parallel_trials is False
-    assert cfg.max_failure_rate == 0.0
+    assert cfg.max_failure_rate == 1.0
     assert cfg.storage is None and cfg.study_name is None and cfg.max_trials_total is None
     assert cfg.params is None and cfg.custom_search_space is None
 
@@ -120,8 +121,12 @@ def test_sweeper_params_from_a_config_file_become_strings() -> None:
     )
     with initialize(version_base=None):
         cfg = compose("loadertune_test_app", return_hydra_config=True)
-    assert cfg.hydra.sweeper.params == {"loader.num_workers": "4", "x": "choice(1,2)"}
-    assert isinstance(cfg.hydra.sweeper.params["loader.num_workers"], str)
+    raw = OmegaConf.to_container(cfg.hydra.sweeper, resolve=False)
+    assert isinstance(raw, dict)
+    # What Hydra's instantiate hands the sweeper: the node less its own _target_/_recursive_.
+    params = sweep_settings({str(k): v for k, v in raw.items() if k[0] != "_"}).params
+    assert params is not None
+    assert params["loader.num_workers"] == "4" and params["x"] == "choice(1,2)"
 
 
 class _Recorder:

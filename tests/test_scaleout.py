@@ -283,7 +283,7 @@ def test_fan_out_refuses_what_cannot_work(
     settings: dict[str, Any], target: str, tracking: str, key: str, says: str
 ) -> None:
     with pytest.raises(ConfigError) as refused:
-        _fanout.check_settings(_settings(**settings), _config(target, tracking))
+        _fanout.check_scale_out(_settings(**settings), _config(target, tracking))
     assert refused.value.key.endswith(key)
     assert says in str(refused.value)
     assert "\n" not in str(refused.value)
@@ -299,7 +299,7 @@ def test_fan_out_refuses_what_cannot_work(
     ],
 )
 def test_fan_out_accepts(settings: dict[str, Any], target: str) -> None:
-    _fanout.check_settings(_settings(**settings), _config(target))
+    _fanout.check_scale_out(_settings(**settings), _config(target))
     assert _fanout.wanted(_settings(**settings), _config(target)) == (target != BASIC)
 
 

@@ -244,35 +244,6 @@ def test_more_workers_than_the_machine_can_use_are_refused() -> None:
         preflight.check_worker_count(LoaderConfig(num_workers=cap + 1))
 
 
-@pytest.mark.parametrize(
-    ("overrides", "key"),
-    [
-        (["dataset.count=64", "loader.batch_size=1000000000"], "loader.batch_size=1000000000"),
-        (["loader.num_workers=1000"], "loader.num_workers=1000"),
-        (["trial.steps=1"], "trial.steps=1"),
-        (["trial.host_lock=never"], "trial.host_lock=never"),
-        (["dataset=custom", "dataset._target_=builtins.object"], "not a map-style Dataset"),
-        (["dataset=custom", "dataset._target_=builtins.list"], "has no items"),
-    ],
-)
-def test_absurd_single_trials_end_in_one_line_and_status_2(
-    tmp_path: Path, overrides: list[str], key: str
-) -> None:
-    proc = _trial(tmp_path, "model=simulated", *overrides)
-    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
-    assert proc.stderr.splitlines() == [proc.stderr.strip()]  # not even an empty line
-    assert key in proc.stderr
-    assert not (tmp_path / "mlflow.db").exists()
-
-
-def test_n_trials_zero_is_refused(tmp_path: Path) -> None:
-    proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=0")
-    _, err = proc.communicate()
-    assert proc.returncode == ExitStatus.BAD_INPUT
-    assert "hydra.sweeper.n_trials=0" in err
-    assert not (tmp_path / "optuna.db").exists()
-
-
 # ---- stores that cannot work ----------------------------------------------------------------
 
 

@@ -4,6 +4,10 @@ The YAML files in ``conf/`` are plain; these dataclasses are their schema. The e
 converts the composed config with :func:`to_run_config`, which turns every type error, unknown
 key and missing value into a :class:`~loadertune.errors.ConfigError` naming the full key, so a
 person sees one line instead of a traceback. Inside the package only these objects travel.
+
+One default per key: the YAML, with its comments, is the source of truth users read, and each
+default here equals it (the presets ``storage=hdd|nfs`` aside, which are their own values of
+the throttled schema); ``tests/test_config_defaults.py`` composes both and compares them.
 """
 
 from __future__ import annotations

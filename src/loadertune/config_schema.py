@@ -21,8 +21,11 @@ from omegaconf.errors import (
 from loadertune.errors import ConfigError
 
 
-def structured(key: str, schema: type[Any], node: Any) -> Any:
-    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure."""
+def structured(key: str, schema: type[Any], node: Any, comments: str | None = None) -> Any:
+    """Merge ``node`` into ``schema`` and return the dataclass, naming the key on failure.
+
+    ``comments`` says where the keys are documented (default: ``conf/<key>/``).
+    """
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), node)
         return OmegaConf.to_object(merged)
@@ -40,11 +43,33 @@ def structured(key: str, schema: type[Any], node: Any) -> Any:
             return_fix = f"remove it or use one of the known keys: {known}"
             problem = "is not a known key"
         else:
-            kinds = {f.name: f.type for f in dataclasses.fields(schema)}
-            kind = str(kinds.get(sub.split(".")[0], "the documented type")).replace(" | None", "")
-            problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
-            problem += f" is not of type {kind}"
-            return_fix = f"give {full} a value of type {kind} (see the comments in conf/{key}/)"
+            problem, return_fix = _wrong_type(
+                schema, sub, problem, full, comments or f"conf/{key}/"
+            )
         if isinstance(node, DictConfig) and sub and value is None:
             value = OmegaConf.select(node, sub, throw_on_missing=False)
         raise ConfigError(full, value, problem, return_fix) from None
+
+
+def _wrong_type(
+    schema: type[Any], sub: str, problem: str, full: str, where: str
+) -> tuple[str, str]:
+    """The problem and the fix for a value OmegaConf could not convert to its field's type."""
+    kinds = {f.name: f.type for f in dataclasses.fields(schema)}
+    kind = _type_name(kinds.get(sub.split(".")[0]))
+    if problem.startswith("Incompatible value 'None'"):
+        problem = "cannot be null"
+    elif " could not be converted" in problem:
+        problem = problem.split(" could not be converted")[0].replace("Value ", "value ")
+        problem += f" is not of type {kind}"
+    else:  # e.g. "Value 'x' is not a valid bool (type str)"
+        problem = problem.replace("Value ", "value ")
+    return problem, f"give {full} a value of type {kind} (see the comments in {where})"
+
+
+def _type_name(kind: Any) -> str:
+    """A field's type as a person writes it, without ``| None``: ``int``, ``dict[str, str]``."""
+    if kind is None:
+        return "the documented type"
+    name = kind.__name__ if isinstance(kind, type) else str(kind)
+    return name.replace(" | None", "")

@@ -7,19 +7,24 @@ checked against Optuna >= 4 (verified on 5.0.0): samplers and pruners are chosen
 ``hydra.sweeper.sampler.<option>=...``.
 
 Hydra imports every public module under ``hydra_plugins`` at every start, so this module
-imports only Hydra and the standard library: the ``_target_`` strings name Optuna classes
+imports only Hydra, OmegaConf and the standard library: the ``_target_`` strings name Optuna classes
 without importing Optuna. The sweeper builds the sampler and pruner from these nodes later
 (see ``plan/_samplers.create_sampler``), once it knows the search space.
+
+One default per key: ``conf/config.yaml`` (its ``hydra.sweeper`` node, with its comments) is
+the source of truth users read, and every default here equals it but ``params`` (the default
+study's space is the app's, written there once); ``tests/test_config_defaults.py`` composes
+both and compares them key by key.
 """
 
 # No "from __future__ import annotations": Hydra's plugin scanner loads this module without
 # registering it in sys.modules, and dataclasses then fail to resolve string annotations.
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from ._optuna_schemas import (
     PRUNER_CONFIGS,
@@ -31,7 +36,7 @@ from ._optuna_schemas import (
 __all__ = [
     "PRUNER_CONFIGS",
     "SAMPLER_CONFIGS",
-    "LoadertuneSweeperConf",
+    "SWEEPER_NODE",
     "PrunerConfig",
     "SamplerConfig",
     "SweepSettings",
@@ -51,12 +56,13 @@ class SweepSettings:
     """The ``hydra.sweeper`` settings of one sweep, as the engine reads them.
 
     Key names match the official Optuna sweeper (``direction``, ``storage``, ``study_name``,
-    ``n_trials``, ``n_jobs``, ``max_failure_rate``, ``params``, ``custom_search_space``,
-    ``sampler``) so its configs and documentation carry over. The numeric settings are typed
-    Any on purpose: the sweeper checks their types and ranges itself (see
-    ``plan/_settings_checks.py``) so a bad value gets one line naming the key and the fix,
-    rather than Hydra's multi-line
-    composition error.
+    ``n_trials``, ``max_failure_rate``, ``params``, ``custom_search_space``, ``sampler``) so
+    its configs and documentation carry over; its ``n_jobs`` is not one: trials never share a
+    machine (several hosts on one study scale out instead, see docs/scale-out.md). Hydra
+    composes the ``hydra.sweeper`` node untyped (:data:`SWEEPER_NODE`); the sweeper converts
+    it into this dataclass once (``plan/_settings_checks.sweep_settings``), so OmegaConf's own
+    type error names the key in one line, as ``loadertune.config.to_run_config`` does for a
+    trial.
     """
 
     # Sampling algorithm: hydra/sweeper/sampler=tpe|random|grid|gp|qmc|cmaes|bruteforce.
@@ -83,18 +89,16 @@ class SweepSettings:
 
     # Trials this invocation runs (as in the official plugin), whatever the study already
     # holds. With the grid sampler, more than the grid's size measures points again.
-    n_trials: Any = 20
+    n_trials: int = 12
 
     # Optional cap on the finished trials of the whole study, across invocations and
     # hosts: once reached, an invocation runs nothing more. null: no cap.
-    max_trials_total: Any = None
+    max_trials_total: int | None = None
 
-    # Trials launched per batch. Values above 1 run trials at the same time and need
-    # allow_parallel_trials=true when they share a host.
-    n_jobs: Any = 1
-
-    # Allow n_jobs > 1 on one host. Trials that run together on one machine disturb each
-    # other's timings, so this is off; scale out with several hosts on one study instead.
+    # Let several sweeps time on one host at once: workers started on this host by a local
+    # launcher (hydra/launcher=submitit_local), and no host timing lock (host_lock counts as
+    # off). Trials that run together on one machine disturb each other's timings, so this is
+    # off; scale out with several hosts on one study instead (tests and demos insist).
     allow_parallel_trials: bool = False
 
     # One timing process per host: a sweep holds this host's timing lock from its first trial
@@ -104,34 +108,35 @@ class SweepSettings:
     host_lock: str = "wait"
 
     # Highest tolerated fraction of failed trials, in [0, 1]; above it the sweep stops and
-    # reports the failure. 0.0: the first failure stops the sweep.
-    max_failure_rate: Any = 0.0
+    # reports the failure. 0.0: the first failure stops the sweep; 1.0: crashes never stop
+    # it alone.
+    max_failure_rate: float = 1.0
 
     # Timed steps between two reports of a trial's time per sample so far to the pruner,
     # >= 1. Each report is a database write in the sweep process while the trial measures,
     # so reports are batched rather than sent every step.
-    report_every: Any = 5
+    report_every: int = 5
 
     # Budget for the memory of a trial's process tree (main process and DataLoader workers,
     # summed PSS), in MB. The sweep process samples the tree a few times a second and stops
     # a trial that passes it (recorded PRUNED, reason memory_budget) before the machine swaps
     # or the OOM killer strikes. null: 3/4 of the memory available when the sweep starts.
-    memory_budget_mb: Any = None
+    memory_budget_mb: float | None = None
 
     # Seconds a trial may go without reporting a step before it counts as hung (reason
     # timeout) and its whole process group is killed. Covers set-up and the first batch too.
-    stall_timeout_s: Any = 60.0
+    stall_timeout_s: float = 60.0
 
     # Wall-clock limit of one trial process in seconds. null: trial.time_limit_s + 120 s
     # (the timed window's own limit plus room for set-up and worker start-up).
-    trial_timeout_s: Any = None
+    trial_timeout_s: float | None = None
 
     # The verdict at the end of a sweep: the verdict_top fastest settings and the baselines
     # (default, rule of thumb, start-at-2 path) are measured verdict_repeats times more,
     # interleaved, and the cheapest setting within the noise of the fastest is recommended
     # and exported as best_loader.yaml. verdict_repeats=0 skips it.
-    verdict_top: Any = 3
-    verdict_repeats: Any = 3
+    verdict_top: int = 3
+    verdict_repeats: int = 3
 
     # Let the model-based guess (after the num_workers=0 trial) set the num_workers range the
     # sampler searches: wider than written when loading waits on I/O and needs more workers
@@ -144,6 +149,8 @@ class SweepSettings:
     #   loader.num_workers: range(0, 9, 2)        # stop is exclusive: 0, 2, 4, 6, 8
     #   loader.prefetch_factor: int(interval(1, 8))
     # Plain values are fixed for every trial. A command-line override of the same key wins.
+    # null here: the default study's space is the app's, written once in conf/config.yaml
+    # (its num_workers range needs loadertune's ${loadertune.max_workers:...} resolver).
     params: dict[str, str] | None = None
 
     # Dotted path of a function (cfg: DictConfig, trial: optuna.trial.Trial) -> None that
@@ -161,7 +168,7 @@ class SweepSettings:
     # trial at a time against the shared storage, e.g. hydra/launcher=loadertune_slurm
     # hydra.sweeper.workers=8 (whole SLURM nodes). > 1 needs count_trials=study. With Hydra's
     # basic launcher (the default) this process runs the sweep itself.
-    workers: Any = 1
+    workers: int = 1
 
     # Join a study although this host's machine fingerprint (CPU model and count, memory,
     # GPUs, torch version) differs from the one the study was measured on. Off: such a host is
@@ -176,32 +183,34 @@ class SweepSettings:
     # saw more. "ignore": say nothing. The verdict's confidence counts other work either way.
     busy: str = "warn"
     # Seconds busy=wait waits for the machine to quiet down before one timed window, > 0.
-    busy_wait_s: Any = 60.0
+    busy_wait_s: float = 60.0
     # Other work, in % of one core (100 = one core kept busy), above which the machine
     # counts as busy; > 0. 50: other processes keep half a core busy on average.
-    busy_cpu_percent: Any = 50.0
+    busy_cpu_percent: float = 50.0
 
 
-@dataclass
-class LoadertuneSweeperConf(SweepSettings):
-    """The node ``hydra/sweeper=loadertune`` selects: the settings and how Hydra builds it."""
+_TARGET = "hydra_plugins.loadertune_sweeper.loadertune_sweeper.LoadertuneSweeper"
 
-    _target_: str = "hydra_plugins.loadertune_sweeper.loadertune_sweeper.LoadertuneSweeper"
 
-    # Hand sampler and pruner to the sweeper as config nodes rather than as built objects:
-    # some samplers (grid, bruteforce) can only be built, or checked, once the search
-    # space is known, and Hydra would otherwise instantiate them first.
-    _recursive_: bool = False
+def _sweeper_node() -> dict[str, Any]:
+    """The node ``hydra/sweeper=loadertune`` selects: every setting with its default, untyped
+    (Hydra would refuse a wrong type at composition, in several lines naming no fix), and how
+    Hydra builds the sweeper. Sampler and pruner reach it as config nodes, not built objects
+    (``_recursive_`` false): some samplers (grid, bruteforce) can only be built, or checked,
+    once the search space is known."""
+    settings = OmegaConf.to_container(OmegaConf.structured(SweepSettings))
+    assert isinstance(settings, dict)
+    node = {"defaults": list(defaults), "_target_": _TARGET, "_recursive_": False}
+    return {**node, **{str(k): v for k, v in settings.items()}}
 
-    defaults: list[Any] = field(default_factory=lambda: list(defaults))
+
+SWEEPER_NODE = _sweeper_node()
 
 
 def _register() -> None:
     """Store every schema under its Hydra group, so YAML and overrides can select it."""
     store = ConfigStore.instance()
-    store.store(
-        group="hydra/sweeper", name="loadertune", node=LoadertuneSweeperConf, provider=_PROVIDER
-    )
+    store.store(group="hydra/sweeper", name="loadertune", node=SWEEPER_NODE, provider=_PROVIDER)
     for name, sampler in SAMPLER_CONFIGS.items():
         store.store(group="hydra/sweeper/sampler", name=name, node=sampler, provider=_PROVIDER)
     for name, pruner in PRUNER_CONFIGS.items():

@@ -10,7 +10,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from .config import LoadertuneSweeperConf, SweepSettings  # noqa: F401  (registers the schemas)
+from .config import SWEEPER_NODE  # noqa: F401  (registers the schemas)
 
 
 class LoadertuneSweeper(Sweeper):
@@ -32,4 +32,4 @@ class LoadertuneSweeper(Sweeper):
         from .launch._start import start
 
         assert self._context is not None
-        start(SweepSettings(**self._settings), *self._context, arguments)
+        start(self._settings, *self._context, arguments)

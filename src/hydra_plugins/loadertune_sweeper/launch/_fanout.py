@@ -58,7 +58,7 @@ def wanted(settings: ScaleOut, config: DictConfig | None) -> bool:
     return config is not None and launcher_target(config) != BASIC
 
 
-def check_settings(s: ScaleOut, config: DictConfig | None) -> None:
+def check_scale_out(s: ScaleOut, config: DictConfig | None) -> None:
     """Raise :class:`ConfigError` for scale-out settings that cannot work, naming the key."""
     _check_values(s)
     if s.workers == 1 or config is None:
@@ -79,7 +79,7 @@ def _check_values(s: ScaleOut) -> None:
             "count_trials=invocation: n_trials is what this command runs; count_trials=study: "
             "n_trials is the study's total, shared by every host that joins it",
         )
-    if isinstance(s.workers, bool) or not isinstance(s.workers, int) or s.workers < 1:
+    if s.workers < 1:
         raise ConfigError(
             f"{_KEY}.workers", s.workers, "must be an integer >= 1", "e.g. hydra.sweeper.workers=4"
         )

@@ -3,35 +3,38 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
 
-from ..plan._settings_checks import check_settings
+from ..plan._settings_checks import sweep_settings
 from . import _fanout
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
-    from ..config import SweepSettings
-
 
 def start(
-    settings: SweepSettings,
+    raw: Mapping[str, Any],
     hydra_context: HydraContext,
     task_function: TaskFunction,
     config: DictConfig,
     arguments: list[str],
 ) -> None:
-    """Run the sweep: through the launcher on other hosts, or here, one trial at a time."""
+    """Run the sweep: through the launcher on other hosts, or here, one trial at a time.
+
+    ``raw`` is the ``hydra.sweeper`` node as Hydra composed it; a setting that cannot work
+    ends the command here, in one line naming the key, with exit status 2.
+    """
     try:
-        _fanout.check_settings(settings, config)
-        if _fanout.wanted(settings, config):
-            check_settings(settings)
+        settings = sweep_settings(raw)
+        _fanout.check_scale_out(settings, config)
     except ConfigError as exc:
         print(f"loadertune: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(ExitStatus.BAD_INPUT)
     if _fanout.wanted(settings, config):
         _fanout.fan_out(settings, hydra_context, task_function, config, arguments)
         return

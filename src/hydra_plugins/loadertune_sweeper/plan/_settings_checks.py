@@ -1,40 +1,47 @@
-"""Checks of the ``hydra.sweeper`` settings before a study is opened; each names its key."""
+"""The ``hydra.sweeper`` settings typed and checked before a study is opened; each names its key."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
+from omegaconf import OmegaConf
+
+from loadertune.config_schema import structured
 from loadertune.errors import ConfigError
 from loadertune.host_lock import check_mode
 
-if TYPE_CHECKING:
-    from ..config import SweepSettings
+from ..config import SweepSettings
 
 _KEY = "hydra.sweeper"
 BUSY_MODES = ("warn", "wait", "ignore")
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
+_COMMENTS = "conf/config.yaml, under hydra.sweeper"
+
+
+def sweep_settings(raw: Mapping[str, Any]) -> SweepSettings:
+    """The settings Hydra composed (untyped), typed by :class:`SweepSettings` and checked.
+
+    Raises:
+        ConfigError: naming the first key whose type (OmegaConf's own check) or value
+            cannot work, with the fix.
+    """
+    node = OmegaConf.create(dict(raw))
+    settings: SweepSettings = structured(_KEY, SweepSettings, node, _COMMENTS)
+    check_settings(settings)
+    return settings
 
 
 def check_settings(s: SweepSettings) -> None:
-    """Raise :class:`ConfigError` for the first setting that cannot work."""
+    """Raise :class:`ConfigError` for the first setting whose value cannot work."""
     _at_least(s.n_trials, "n_trials", 1, "e.g. hydra.sweeper.n_trials=12")
     check_mode(f"{_KEY}.host_lock", s.host_lock)
     if s.max_trials_total is not None:
         _at_least(s.max_trials_total, "max_trials_total", 0, "or null for no cap")
-    _at_least(s.n_jobs, "n_jobs", 1, "keep hydra.sweeper.n_jobs=1")
-    if s.n_jobs > 1 and not s.allow_parallel_trials:
-        raise ConfigError(
-            f"{_KEY}.n_jobs",
-            s.n_jobs,
-            "would run trials at the same time on this host, and concurrent trials "
-            "disturb each other's timings",
-            "keep n_jobs=1 and scale out with several hosts on one shared study, or set "
-            "hydra.sweeper.allow_parallel_trials=true to insist",
-        )
     _at_least(s.report_every, "report_every", 1, "e.g. hydra.sweeper.report_every=5")
     _at_least(s.verdict_top, "verdict_top", 1, "e.g. hydra.sweeper.verdict_top=3")
     _at_least(s.verdict_repeats, "verdict_repeats", 0, "e.g. 3, or 0 to skip the verdict")
-    if not _number(s.max_failure_rate) or not 0.0 <= s.max_failure_rate <= 1.0:
+    if not 0.0 <= s.max_failure_rate <= 1.0:
         raise ConfigError(
             f"{_KEY}.max_failure_rate",
             s.max_failure_rate,
@@ -44,14 +51,10 @@ def check_settings(s: SweepSettings) -> None:
     _busy(s)
     for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb", "busy_wait_s"):
         value = getattr(s, name)
-        if value is not None and (not _number(value) or value <= 0):
+        if value is not None and value <= 0:
+            or_null = "" if name in ("stall_timeout_s", "busy_wait_s") else ", or null"
             raise ConfigError(
-                f"{_KEY}.{name}",
-                value,
-                "must be > 0",
-                f"e.g. hydra.sweeper.{name}=60, or null"
-                if name not in ("stall_timeout_s", "busy_wait_s")
-                else f"e.g. hydra.sweeper.{name}=60",
+                f"{_KEY}.{name}", value, "must be > 0", f"e.g. hydra.sweeper.{name}=60{or_null}"
             )
     _direction(s.direction)
     if s.storage is not None:
@@ -63,18 +66,14 @@ def check_settings(s: SweepSettings) -> None:
                 "is not a database URL Optuna can use",
                 "e.g. sqlite:///outputs/optuna.db or postgresql://user@host/db, or null",
             )
-    if s.study_name is not None and not str(s.study_name).strip():
+    if s.study_name is not None and not s.study_name.strip():
         raise ConfigError(
             f"{_KEY}.study_name", s.study_name, "is empty", "give it a name, or null to derive one"
         )
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _at_least(value: Any, name: str, low: int, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+def _at_least(value: int, name: str, low: int, fix: str) -> None:
+    if value < low:
         raise ConfigError(f"{_KEY}.{name}", value, f"must be an integer >= {low}", fix)
 
 
@@ -91,7 +90,7 @@ def _direction(direction: Any) -> None:
 
 
 def _busy(s: SweepSettings) -> None:
-    """``busy``, and ``busy_cpu_percent``; ``busy_wait_s`` may not be null."""
+    """``busy``, and ``busy_cpu_percent``."""
     if s.busy not in BUSY_MODES:
         raise ConfigError(
             f"{_KEY}.busy",
@@ -100,11 +99,7 @@ def _busy(s: SweepSettings) -> None:
             "hydra.sweeper.busy=warn (say when other work touched the results), wait (wait "
             "for quiet before each window) or ignore",
         )
-    if s.busy_wait_s is None:
-        raise ConfigError(
-            f"{_KEY}.busy_wait_s", None, "must be > 0", "e.g. hydra.sweeper.busy_wait_s=60"
-        )
-    if not _number(s.busy_cpu_percent) or s.busy_cpu_percent <= 0:
+    if s.busy_cpu_percent <= 0:
         raise ConfigError(
             f"{_KEY}.busy_cpu_percent",
             s.busy_cpu_percent,

@@ -33,7 +33,6 @@ from loadertune.search_rules import (
 
 from ..study import _storage
 from ._search_space import parse_params
-from ._settings_checks import check_settings
 
 if TYPE_CHECKING:
     import optuna
@@ -123,8 +122,8 @@ class Composer:
 
 
 def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) -> SweepPlan:
-    """Parse the search space, compose one representative trial and settle the study."""
-    check_settings(settings)
+    """Parse the search space, compose one representative trial and settle the study (the
+    settings themselves were checked where the sweep started, ``_entry.start``)."""
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
 

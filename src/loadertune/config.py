@@ -15,12 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import (
-    ConfigAttributeError,
-    ConfigKeyError,
-    MissingMandatoryValue,
-    OmegaConfBaseException,
-)
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from loadertune.errors import ConfigError
 
@@ -384,7 +379,7 @@ def _structured(key: str, schema: type[Any], node: Any) -> Any:
             return_fix = f"set it, e.g. {full}=<value>"
             problem = "is required"
             value = "???"
-        elif isinstance(exc, ConfigKeyError | ConfigAttributeError):  # a key the schema lacks
+        elif isinstance(exc, ConfigKeyError):  # a key the schema lacks
             known = ", ".join(f.name for f in dataclasses.fields(schema))
             return_fix = f"remove it or use one of the known keys: {known}"
             problem = "is not a known key"

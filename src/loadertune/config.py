@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import (
-    OmegaConfBaseException,
-)
+from omegaconf.errors import OmegaConfBaseException
 
 from loadertune.config_schema import structured
 from loadertune.errors import ConfigError

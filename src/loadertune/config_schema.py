@@ -12,7 +12,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
-    ConfigAttributeError,
     ConfigKeyError,
     MissingMandatoryValue,
     OmegaConfBaseException,
@@ -38,7 +37,7 @@ def structured(key: str, schema: type[Any], node: Any, comments: str | None = No
             return_fix = f"set it, e.g. {full}=<value>"
             problem = "is required"
             value = "???"
-        elif isinstance(exc, ConfigKeyError | ConfigAttributeError):  # a key the schema lacks
+        elif isinstance(exc, ConfigKeyError):  # a key the schema lacks
             known = ", ".join(f.name for f in dataclasses.fields(schema))
             return_fix = f"remove it or use one of the known keys: {known}"
             problem = "is not a known key"

@@ -120,16 +120,35 @@ def test_without_a_process_group_the_world_is_this_process() -> None:
 
 
 def test_a_segment_is_the_slowest_ranks_with_the_nodes_cpu_and_memory() -> None:
+    """Paced by a collective, the rank with slow data waits in next(), the other in its step:
+    the segment is the slowest pace, the longest data wait, the shortest step."""
     from loadertune.autoloader._driver import slowest
     from loadertune.autoloader._schedule import Measure, Setting
 
     s = Setting(2, 2, True)
-    fast = Measure(s, 0, steps=10, counted=8, counted_s=0.08, tree_cpu_s=1.0, peak_rss_mb=300)
-    slow = Measure(s, 0, steps=10, counted=8, counted_s=0.16, tree_cpu_s=2.0, peak_rss_mb=200)
-    assert slowest([fast]) is fast  # one process: its own figures, untouched
-    both = slowest([fast, slow])
-    assert both.per_batch_s == slow.per_batch_s
+    starved = Measure(s, 0, steps=10, counted=8, counted_s=0.16, wait_s=0.15, step_s=0.05,
+                      tree_cpu_s=1.0, peak_rss_mb=300)  # fmt: skip
+    waiting = Measure(s, 0, steps=10, counted=8, counted_s=0.15, wait_s=0.01, step_s=0.19,
+                      tree_cpu_s=2.0, peak_rss_mb=200)  # fmt: skip
+    assert slowest([starved]) is starved  # one process: its own figures, untouched
+    both = slowest([waiting, starved])
+    assert both.per_batch_s == starved.per_batch_s
+    assert (both.wait_s, both.step_s) == (0.15, 0.05)
     assert (both.tree_cpu_s, both.peak_rss_mb) == (3.0, 500)
+
+
+def test_ranks_tuning_apart_stop_naming_what_differs() -> None:
+    from loadertune.autoloader._world import World
+
+    class Two(World):
+        size = 2
+
+        def gather(self, obj: Any) -> list[Any]:
+            return [obj, (*obj[:-1], 99)]
+
+    with pytest.raises(RuntimeError, match=r"rank 0: \(80, 40\), rank 1: \(80, 99\)"):
+        Two().check_same("tune_steps or batches per epoch", (80, 40))
+    World().check_same("anything", (80, 40))  # alone, nothing to compare
 
 
 def test_ranks_on_different_segments_fail_with_the_fix_not_a_deadlock() -> None:

@@ -61,6 +61,7 @@ class Driver:
         self.on_settle = on_settle
         self.world = world or World()
         self._faulted = ""  # why this rank's probe failed in this step, until every rank knows
+        self._checked = False  # the ranks were found to tune alike
         self.user_timeout_s = 0.0  # the DataLoader ``timeout`` the user passed
         self.probe: Probe | None = None  # the one fetched from now
         self.pools: dict[Setting, Probe] = {}  # every probe whose workers are alive
@@ -152,6 +153,8 @@ class Driver:
         m, seg = self.measure, self.segment
         if self.settled is not None or m is None or seg is None:
             return
+        if not self._checked:
+            self._check_ranks()
         why, self._faulted = self.world.agree(self._faulted), ""
         if why:  # this step's batch came from the failed probe or, where it failed, the fallback
             self._drop(why)
@@ -179,6 +182,14 @@ class Driver:
                 self.draining = True
             else:
                 self._end_segment()
+
+    def _check_ranks(self) -> None:
+        """At the first tuning step: every rank runs the same schedule, or all stop saying so."""
+        t = self.tuner
+        plan = (t.budget, t.max_workers, t.cpus, t.fixed, t.forced, len(self.plan.batches))
+        what = "tune_steps, max_workers, CPUs, fixed settings, candidates or batches per epoch"
+        self.world.check_same(what, plan)
+        self._checked = True
 
     def _steady(self, workers: int) -> bool:
         """Whether the cycle just booked shows the setting's steady pace: past the burst of
@@ -243,9 +254,9 @@ class Driver:
 
     def _settle(self) -> None:
         """Keep the chosen setting for the rest of training, close the other pools, record."""
-        import os
+        from loadertune.machine import usable_cpus
 
-        cpus = len(os.sched_getaffinity(0))
+        cpus = usable_cpus()  # the node's: the figures hold every rank's CPU time
         decision = self.world.from_root(lambda: decide(self.tuner, cpus))
         self.decision, self.settled = decision, decision.chosen
         for setting in [s for s in self.pools if s != decision.chosen]:
@@ -267,8 +278,10 @@ class Driver:
 
 
 def slowest(measures: list[Measure]) -> Measure:
-    """One segment as every rank measured it: the slowest rank's pace (it sets the node's),
-    with the CPU time and memory of every rank's process tree (the node's)."""
+    """One segment as every rank measured it: the slowest rank's pace (it sets the node's);
+    the longest wait for data (the slowest loader's); the shortest step (the others' steps
+    include waiting in a collective for that loader); the CPU time and memory of every
+    rank's process tree (the node's)."""
     if len(measures) == 1:
         return measures[0]
     if len({(m.setting, m.steps) for m in measures}) > 1:
@@ -280,8 +293,15 @@ def slowest(measures: list[Measure]) -> Measure:
             "AutoLoader with the same arguments and iterate them in step"
         )
     pace = max(measures, key=lambda m: m.per_batch_s)
+    waits = max(measures, key=lambda m: m.wait_s)
+    steps = min(measures, key=lambda m: m.step_s)
     return replace(
         pace,
+        wait_s=waits.wait_s,
+        counted_wait_s=waits.counted_wait_s,
+        wait_cpu_s=waits.wait_cpu_s,
+        step_s=steps.step_s,
+        step_cpu_s=steps.step_cpu_s,
         tree_cpu_s=sum(m.tree_cpu_s for m in measures),
         peak_rss_mb=sum(m.peak_rss_mb for m in measures),
     )

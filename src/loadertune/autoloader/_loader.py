@@ -3,7 +3,6 @@ training, then keeps the cheapest setting within noise of the fastest."""
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 import weakref
@@ -222,7 +221,9 @@ class AutoLoader:
         self._plan.restore(state["plan"])
         self._tuner.restore(state["tuner"])
         if state["settled"] is not None:
-            cpus = len(os.sched_getaffinity(0))  # the node's, as at settling
+            from loadertune.machine import usable_cpus
+
+            cpus = usable_cpus()  # the node's, as at settling
             decision = decide(self._tuner, cpus) if self._tuner.measures else None
             self._driver.resume_settled(Setting(**state["settled"]), decision)
         self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
@@ -245,7 +246,9 @@ def _tuner(
 ) -> Tuner:
     """The tuner for this machine: its CPUs (shared by the ``ranks`` on the node), whether
     pinning can matter, the user's fixed values and candidates."""
-    cpus = max(1, len(os.sched_getaffinity(0)) // ranks)
+    from loadertune.machine import usable_cpus
+
+    cpus = max(1, usable_cpus() // ranks)
     forced = [Setting(**c).fixed(fixed) for c in candidates] if candidates else None
     return Tuner(
         budget=budget,

@@ -32,6 +32,16 @@ class World:
         """Every rank's ``obj``, by rank."""
         return [obj]
 
+    def check_same(self, what: str, value: object) -> None:
+        """Raise on every rank, naming the ranks, when ``value`` differs between them."""
+        values = self.gather(value)
+        if any(v != values[0] for v in values):
+            each = ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
+            raise RuntimeError(
+                f"AutoLoader: the ranks differ in {what} ({each}); build every rank's "
+                "AutoLoader with the same arguments and a sampler giving each as many batches"
+            )
+
     def from_root(self, make: Callable[[], T]) -> T:
         """Rank 0's ``make()``, on every rank (only rank 0 calls ``make``)."""
         return make()

@@ -69,6 +69,7 @@ def _train(args: argparse.Namespace) -> None:
     loader = AutoLoader(
         ds, batch_size=BATCH, sampler=sampler, tune_steps=TUNE, max_workers=2,
         probe_timeout_s=2.5, candidates=[W0, W1, W2] if fault else None,
+        memory_limit_mb=1.0 if fault and rank == 1 else None,  # rank 1's worker probes: over
         export=out / f"best_rank{rank}.yaml", track=args.case == "record",
     )  # fmt: skip
     first, step = 0, 0
@@ -196,15 +197,17 @@ def _exactly_once(ranks: list[dict[str, Any]], epochs: range) -> None:
 
 @pytest.mark.slow
 def test_a_probe_failing_on_one_rank_is_dropped_by_both(tmp_path: Path) -> None:
-    """The 2-worker probe's worker dies on rank 1 only: both ranks drop it at the same step,
-    settle together on a setting that worked, and lose no index."""
+    """On rank 1 only, the 2-worker probe's worker dies and the 1-worker probe goes over
+    rank 1's memory limit: both ranks drop each at the same step, settle together on the
+    setting left, and lose no index."""
     _torchrun(tmp_path, "--case", "fault")
     ranks = _ranks(tmp_path)
     _same_settling(ranks)
     _exactly_once(ranks, range(EPOCHS))
-    assert ranks[0]["settings"]["num_workers"] in (0, 1)
+    assert ranks[0]["settings"]["num_workers"] == 0
     for r in ranks:
         assert "dropped: rank 1: worker(s)" in r["report"]
+        assert "dropped: rank 1: memory" in r["report"]
 
 
 @pytest.mark.slow

@@ -38,7 +38,8 @@ def decide(tuner: Tuner, cpus: int) -> Decision:
     else:
         chosen = next(iter(times), None) or _fallback(tuner)
         fastest, ratio, noise = chosen, 1.0, 0.0
-        assurance = Assurance("low", "Fewer than two settings were compared (tune_steps too low).")
+        why = "the others were dropped" if tuner.dropped else "tune_steps too low"
+        assurance = Assurance("low", f"Fewer than two settings were compared ({why}).")
     chosen = settle_setting(chosen, tuner)
     fastest = settle_setting(fastest, tuner)
     label, why, evidence = _diagnose(tuner.measures, chosen, cpus)

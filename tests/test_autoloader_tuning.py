@@ -150,6 +150,21 @@ def test_a_failed_probe_is_dropped_and_its_steps_run_on_the_last_good_setting() 
     assert decide(tuner, 2).chosen.name == "w4"
 
 
+def test_a_probe_failing_after_it_worked_is_not_its_own_recovery() -> None:
+    """Two settings rotate A B, B A: B fails in round 1, right after its good round 0; the
+    rest of its steps run on A, not on B again."""
+    a, b = Setting(1, 2, True), Setting(2, 2, True)
+    tuner = Tuner(budget=200, cpus=2, max_workers=16, forced=[a, b])
+    for seg in (tuner.next(), tuner.next()):
+        assert seg is not None and seg.round == 0
+        tuner.done(seg, measured(seg.setting, 0, 0.02, seg.steps))
+    seg = tuner.next()
+    assert seg is not None and (seg.setting, seg.round) == (b, 1)
+    tuner.fail(seg, Measure(b, 1, steps=2, failed="worker(s) [1] exited"), seg.steps - 2)
+    recovery = tuner.next()
+    assert recovery is not None and (recovery.setting, recovery.round) == (a, -1)
+
+
 def test_tuner_state_round_trip() -> None:
     tuner = Tuner(budget=200, cpus=2, max_workers=16)
     run(tuner, io_bound, fail=Setting(8, 2, True))

@@ -47,9 +47,8 @@ def decide(tuner: Tuner, cpus: int) -> Decision:
     else:
         chosen = next(iter(times), None) or _fallback(tuner)
         fastest, ratio, noise = chosen, 1.0, 0.0
-        assurance = Assurance(
-            Confidence.LOW, "Fewer than two settings were compared (tune_steps too low)."
-        )
+        why = "the others were dropped" if tuner.dropped else "tune_steps too low"
+        assurance = Assurance(Confidence.LOW, f"Fewer than two settings were compared ({why}).")
     chosen = settle_setting(chosen, tuner)
     fastest = settle_setting(fastest, tuner)
     label, why, evidence = _diagnose(tuner.measures, chosen, cpus)

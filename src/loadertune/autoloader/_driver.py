@@ -7,18 +7,28 @@ thrown away); its workers stay alive, idle, so its next round restarts them inst
 forking new ones. A start-up (the first fork, or a restart) is booked to the segment that
 pays it. Only a failed probe is closed mid-flight: its undelivered batches go back to the
 plan. At settling, every pool but the chosen one is closed.
+
+Under ``torch.distributed`` (:mod:`._world`) every rank runs the same segments over the same
+steps: the tuner's state machine is fed the same figures on every rank (at a segment's end,
+the slowest rank's), a probe that fails on any rank is dropped by all of them at the same
+step (one all-reduce per tuning step says whether one did), and rank 0's decision is
+broadcast. A rank whose probe fails fetches that step's batch from the last setting that
+worked, so the step goes on as on the others; the tuner hears of the failure only once every
+rank knows it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, decide
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
+from loadertune.autoloader._world import World
 from loadertune.torch_rules import in_flight
 
 if TYPE_CHECKING:
@@ -40,6 +50,7 @@ class Driver:
         probe_timeout_s: float,
         memory_limit_mb: float,
         on_settle: Callable[[Decision], None],
+        world: World | None = None,
     ) -> None:
         self.dataset, self.plan, self.tuner, self.build = dataset, plan, tuner, build
         self.clock, self.probe_timeout_s, self.memory_limit_mb = (
@@ -48,6 +59,9 @@ class Driver:
             memory_limit_mb,
         )
         self.on_settle = on_settle
+        self.world = world or World()
+        self._faulted = ""  # why this rank's probe failed in this step, until every rank knows
+        self._checked = False  # the ranks were found to tune alike
         self.user_timeout_s = 0.0  # the DataLoader ``timeout`` the user passed
         self.probe: Probe | None = None  # the one fetched from now
         self.pools: dict[Setting, Probe] = {}  # every probe whose workers are alive
@@ -78,7 +92,7 @@ class Driver:
                     raise RuntimeError("AutoLoader: the loader stopped mid-epoch") from stop
                 break
             except ProbeFault as fault:
-                self._drop(str(fault))
+                self._fault(str(fault))
                 continue
             wait, wait_cpu = self.clock() - t0, time.process_time() - c0
             t1, c1 = self.clock(), time.process_time()
@@ -95,6 +109,8 @@ class Driver:
             self._next_segment()
         if self.probe is None:
             setting = self.settled or self._segment_setting()
+            if self._faulted:  # this step's batch, from the last setting that worked
+                setting = self.tuner.last_good()
             t0 = self.clock()
             self.probe = self.pools.get(setting) or Probe(
                 self.dataset, setting, self.plan, self.build, self._hang_limit()
@@ -137,6 +153,12 @@ class Driver:
         m, seg = self.measure, self.segment
         if self.settled is not None or m is None or seg is None:
             return
+        if not self._checked:
+            self._check_ranks()
+        why, self._faulted = self.world.agree(self._faulted), ""
+        if why:  # this step's batch came from the failed probe or, where it failed, the fallback
+            self._drop(why)
+            return
         m.steps += 1
         m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
         m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
@@ -147,10 +169,11 @@ class Driver:
             m.counted_wait_s += wait
         if m.steps % MEMORY_CHECK_EVERY == 0:
             self._read_usage(m)
-            if m.peak_rss_mb > self.memory_limit_mb and s.num_workers:
-                self._drop(
-                    f"memory {m.peak_rss_mb:.0f} MB over the {self.memory_limit_mb:.0f} MB limit"
-                )
+            over = m.peak_rss_mb > self.memory_limit_mb and s.num_workers
+            limit = f"memory {m.peak_rss_mb:.0f} MB over the {self.memory_limit_mb:.0f} MB limit"
+            why = self.world.agree(limit if over else "")
+            if why:
+                self._drop(why)
                 return
         lookahead = in_flight(s.num_workers, s.prefetch_factor)
         if not self.draining and m.steps >= max(seg.steps - lookahead, s.num_workers + 2):
@@ -159,6 +182,14 @@ class Driver:
                 self.draining = True
             else:
                 self._end_segment()
+
+    def _check_ranks(self) -> None:
+        """At the first tuning step: every rank runs the same schedule, or all stop saying so."""
+        t = self.tuner
+        plan = (t.budget, t.max_workers, t.cpus, t.fixed, t.forced, len(self.plan.batches))
+        what = "tune_steps, max_workers, CPUs, fixed settings, candidates or batches per epoch"
+        self.world.check_same(what, plan)
+        self._checked = True
 
     def _steady(self, workers: int) -> bool:
         """Whether the cycle just booked shows the setting's steady pace: past the burst of
@@ -176,7 +207,7 @@ class Driver:
         m, seg = self.measure, self.segment
         assert m is not None and seg is not None
         self._read_usage(m)
-        self.tuner.done(seg, m)
+        self.tuner.done(seg, slowest(self.world.gather(m)))
         self.segment = self.measure = self.probe = None
         self.draining = False
 
@@ -186,22 +217,47 @@ class Driver:
         m.tree_cpu_s = cpu - self._cpu0
         m.peak_rss_mb = max(m.peak_rss_mb, rss)
 
-    def _drop(self, why: str) -> None:
-        """A probe failed: close it (its batches go back to the plan) and carry on."""
+    def _fault(self, why: str) -> None:
+        """This rank's probe failed fetching a batch: close it now (its batches go back to the
+        plan); the step's batch comes from the last setting that worked, and every rank drops
+        the probe when the step is counted."""
         assert self.probe is not None
-        self.probe.close(kill=True)
-        self.pools.pop(self.probe.setting, None)
-        self.probe, self.draining = None, False
-        m, seg = self.measure, self.segment
-        if self.settled is not None or m is None or seg is None:
+        failed, self.probe, self.draining = self.probe, None, False
+        failed.close(kill=True)
+        self.pools.pop(failed.setting, None)
+        if self.settled is not None or self.segment is None:
             raise RuntimeError(f"AutoLoader: the settled loader failed: {why}")
+        if self._faulted:
+            raise RuntimeError(
+                f"AutoLoader: a probe failed ({self._faulted}), then the last setting that "
+                f"worked: {why}"
+            )
+        self._faulted = why
+
+    def _drop(self, why: str) -> None:
+        """The segment's probe failed (on any rank): close it where it is open, and run the
+        rest of its steps on the last setting that worked."""
+        m, seg = self.measure, self.segment
+        assert m is not None and seg is not None
+        failed = self.pools.pop(seg.setting, None)
+        if failed is not None:
+            failed.close(kill=True)  # its batches go back to the plan
+        fallback = self.probe if self.probe is not failed else None  # where it failed
+        self.probe, self.draining = None, False
         m.failed = why
-        self.tuner.fail(seg, m, seg.steps - m.steps)
+        steps_left = seg.steps - m.steps
+        self.tuner.fail(seg, m, steps_left)
         self.segment = self.measure = None
+        if fallback is not None and steps_left <= 0:  # no recovery segment to carry it on
+            self.pools.pop(fallback.setting, None)
+            fallback.close()
 
     def _settle(self) -> None:
         """Keep the chosen setting for the rest of training, close the other pools, record."""
-        decision = decide(self.tuner, self.tuner.cpus)
+        from loadertune.machine import usable_cpus
+
+        cpus = usable_cpus()  # the node's: the figures hold every rank's CPU time
+        decision = self.world.from_root(lambda: decide(self.tuner, cpus))
         self.decision, self.settled = decision, decision.chosen
         for setting in [s for s in self.pools if s != decision.chosen]:
             self.pools.pop(setting).close()
@@ -219,3 +275,33 @@ class Driver:
     def resume_settled(self, setting: Setting, decision: Decision | None) -> None:
         """After a checkpoint: no tuning, the saved choice from the first batch."""
         self.settled, self.decision = setting, decision
+
+
+def slowest(measures: list[Measure]) -> Measure:
+    """One segment as every rank measured it: the slowest rank's pace (it sets the node's);
+    the longest wait for data (the slowest loader's); the shortest step (the others' steps
+    include waiting in a collective for that loader); the CPU time and memory of every
+    rank's process tree (the node's)."""
+    if len(measures) == 1:
+        return measures[0]
+    if len({(m.setting, m.steps) for m in measures}) > 1:
+        ranks = ", ".join(
+            f"rank {r}: {m.setting} for {m.steps} steps" for r, m in enumerate(measures)
+        )
+        raise RuntimeError(
+            f"AutoLoader: the ranks probed different segments ({ranks}); build every rank's "
+            "AutoLoader with the same arguments and iterate them in step"
+        )
+    pace = max(measures, key=lambda m: m.per_batch_s)
+    waits = max(measures, key=lambda m: m.wait_s)
+    steps = min(measures, key=lambda m: m.step_s)
+    return replace(
+        pace,
+        wait_s=waits.wait_s,
+        counted_wait_s=waits.counted_wait_s,
+        wait_cpu_s=waits.wait_cpu_s,
+        step_s=steps.step_s,
+        step_cpu_s=steps.step_cpu_s,
+        tree_cpu_s=sum(m.tree_cpu_s for m in measures),
+        peak_rss_mb=sum(m.peak_rss_mb for m in measures),
+    )

@@ -15,7 +15,8 @@ from loadertune.autoloader._driver import Driver
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
-from loadertune.machine import cpus_per_rank, local_world_size
+from loadertune.autoloader._world import World, world
+from loadertune.machine import cpus_per_rank
 
 if TYPE_CHECKING:
     import torch
@@ -32,6 +33,11 @@ class AutoLoader:
     accelerator) ``pin_memory``; any of them passed explicitly stays fixed. The first
     ``tune_steps`` training steps probe settings in interleaved segments, timed from your
     own loop; every epoch still delivers each index exactly once.
+
+    Under an initialised ``torch.distributed`` process group every rank probes the same
+    settings over the same steps, rank 0 decides from the slowest rank's times, and every
+    rank settles on its decision at the same step; only rank 0 records and exports. Build it
+    on every rank with the same arguments (a ``DistributedSampler`` gives each its share).
 
     Args:
         dataset: a map-style dataset (an ``IterableDataset`` is refused: its workers each
@@ -68,16 +74,9 @@ class AutoLoader:
         clock: Callable[[], float] = time.perf_counter,
         **kwargs: Any,
     ) -> None:
-        from torch.utils.data import DataLoader, IterableDataset
+        from torch.utils.data import DataLoader
 
-        if isinstance(dataset, IterableDataset):
-            raise TypeError(
-                "AutoLoader needs a map-style dataset: an IterableDataset's workers each stream "
-                "their own share, so switching num_workers mid-epoch would repeat or skip "
-                "samples. Tune it with a sweep (loadertune -m) and build_dataloader instead."
-            )
-        if kwargs.get("in_order", True) is False:
-            raise ValueError("AutoLoader needs in_order=True to know which batches arrived")
+        _check_inputs(dataset, kwargs)
         self.dataset = dataset
         self.fixed = {k: kwargs.pop(k) for k in TUNED if k in kwargs}
         self._timeout = float(kwargs.pop("timeout", 0.0))
@@ -96,14 +95,17 @@ class AutoLoader:
         self.device, self.export, self.track = device, export, track
         self.generator = kwargs.get("generator")
         self._plan = IndexPlan(self._template.batch_sampler, self.generator)
-        self._tuner = _tuner(tune_steps, max_workers, device, self.fixed, candidates)
+        self._world: World = world()
+        self._tuner = _tuner(
+            tune_steps, max_workers, device, self.fixed, candidates, self._world.local_size
+        )
         limit = memory_limit_mb or _default_memory_limit()
         me = weakref.ref(self)  # no cycle: dropped, it stops its workers as a DataLoader does
         self._driver = Driver(
             dataset, self._plan, self._tuner,
             lambda s, sampler, t: _alive(me)._build(s, sampler, t),
             clock, probe_timeout_s, limit,
-            lambda decision: _alive(me)._on_settle(decision),
+            lambda decision: _alive(me)._on_settle(decision), self._world,
         )  # fmt: skip
         self._driver.user_timeout_s = self._timeout
         if tune_steps <= 0:
@@ -117,6 +119,16 @@ class AutoLoader:
 
     def __len__(self) -> int:
         return len(self._template)
+
+    @property
+    def sampler(self) -> Any:
+        """The sampler, as a ``DataLoader``'s (``loader.sampler.set_epoch(epoch)`` works)."""
+        return self._template.sampler
+
+    @property
+    def batch_sampler(self) -> Any:
+        """The batch sampler the epochs' order is drawn from, as a ``DataLoader``'s."""
+        return self._template.batch_sampler
 
     def __iter__(self) -> Iterator[Any]:
         resume, self._resume = self._resume, False
@@ -160,15 +172,17 @@ class AutoLoader:
         return report_text(self._driver.decision, self._tuner)
 
     def _on_settle(self, decision: Decision) -> None:
-        """Record and export, once; a failing record warns but never stops training."""
+        """Record and export, once, on rank 0; a failing record warns but never stops training."""
         from loadertune.autoloader import _record
 
-        settings = self.settings
+        if self._world.rank != 0:
+            return
+        settings, ranks = self.settings, self._world.size
         if self.export is not None:
-            _record.export(self.export, settings, decision)
+            _record.export(self.export, settings, decision, ranks)
         try:
             if self.track or (self.track is None and _record.mlflow_active()):
-                self.run_id = _record.record(settings, decision, self._tuner, self.report())
+                self.run_id = _record.record(settings, decision, self._tuner, self.report(), ranks)
         except Exception as err:  # MLflow down must not stop the training it tunes
             warnings.warn(f"AutoLoader could not record to MLflow: {err}", stacklevel=2)
 
@@ -201,7 +215,10 @@ class AutoLoader:
         self._plan.restore(state["plan"])
         self._tuner.restore(state["tuner"])
         if state["settled"] is not None:
-            decision = decide(self._tuner, self._tuner.cpus) if self._tuner.measures else None
+            from loadertune.machine import usable_cpus
+
+            cpus = usable_cpus()  # the node's, as at settling
+            decision = decide(self._tuner, cpus) if self._tuner.measures else None
             self._driver.resume_settled(Setting(**state["settled"]), decision)
         self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
 
@@ -219,10 +236,11 @@ def _tuner(
     device: torch.device | str | None,
     fixed: dict[str, Any],
     candidates: list[Mapping[str, Any]] | None,
+    ranks: int = 1,
 ) -> Tuner:
-    """The tuner for this machine: its CPUs, whether pinning can matter, the user's fixed
-    values and candidates."""
-    cpus = cpus_per_rank(local_world_size())
+    """The tuner for this machine: its CPUs (shared by the ``ranks`` on the node), whether
+    pinning can matter, the user's fixed values and candidates."""
+    cpus = cpus_per_rank(ranks)
     forced = [Setting(**c).fixed(fixed) for c in candidates] if candidates else None
     return Tuner(
         budget=budget,
@@ -240,3 +258,17 @@ def _default_memory_limit() -> float:
 
     held = psutil.Process().memory_info().rss
     return float(held + 0.8 * psutil.virtual_memory().available) / 2**20
+
+
+def _check_inputs(dataset: Dataset[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse what AutoLoader cannot tune and still deliver each sample once per epoch."""
+    from torch.utils.data import IterableDataset
+
+    if isinstance(dataset, IterableDataset):
+        raise TypeError(
+            "AutoLoader needs a map-style dataset: an IterableDataset's workers each stream "
+            "their own share, so switching num_workers mid-epoch would repeat or skip "
+            "samples. Tune it with a sweep (loadertune -m) and build_dataloader instead."
+        )
+    if kwargs.get("in_order", True) is False:
+        raise ValueError("AutoLoader needs in_order=True to know which batches arrived")

@@ -6,7 +6,8 @@ batches not yet delivered: a closed loader's batches in flight go back to the fr
 queue. The epoch's order is drawn once, at the epoch's start, with the same random draws a
 ``DataLoader`` makes (its iterator's base seed, then its sampler), so a seeded AutoLoader
 yields the batches a seeded ``DataLoader`` would. The RNG state before the draw is kept, so
-a checkpoint can replay the epoch's order instead of storing it.
+a checkpoint can replay the epoch's order instead of storing it; so is the epoch a sampler
+with ``set_epoch`` (a ``DistributedSampler``) drew it for, which it is set back to.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class IndexPlan:
         self._delivered = bytearray()
         self.num_delivered = 0
         self._rng: torch.Tensor | None = None
+        self._sampler_epoch: int | None = None  # a DistributedSampler's epoch at the draw
 
     def begin_epoch(self) -> None:
         """Draw the next epoch's order (a DataLoader's draws, in its order)."""
@@ -43,7 +45,15 @@ class IndexPlan:
             torch.empty((), dtype=torch.int64).random_(generator=self._generator).item()
         )
         self._rng = self._rng_state()
+        self._sampler_epoch = getattr(self._epoch_sampler(), "epoch", None)
         self._set_batches([list(b) for b in self._sampler])
+
+    def _epoch_sampler(self) -> Any:
+        """The sampler whose ``set_epoch`` orders the epoch, if it has one."""
+        for s in (self._sampler, getattr(self._sampler, "sampler", None)):
+            if callable(getattr(s, "set_epoch", None)):
+                return s
+        return None
 
     def _rng_state(self) -> torch.Tensor:
         import torch
@@ -90,6 +100,7 @@ class IndexPlan:
             "rng_state": self._rng,
             "generator_state": self._generator.get_state() if self._generator else None,
             "crc": self.checksum(),
+            "sampler_epoch": self._sampler_epoch,
             "delivered": ranges(i for i, d in enumerate(self._delivered) if d),
         }
 
@@ -106,6 +117,9 @@ class IndexPlan:
         self._rng = state["rng_state"]
         if self.epoch < 0 or self._rng is None:
             return
+        self._sampler_epoch = state.get("sampler_epoch")
+        if self._sampler_epoch is not None and self._epoch_sampler() is not None:
+            self._epoch_sampler().set_epoch(self._sampler_epoch)
         with torch.random.fork_rng(devices=[]):
             if self._generator is not None:
                 self._generator.set_state(self._rng)

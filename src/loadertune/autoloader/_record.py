@@ -39,31 +39,42 @@ def mlflow_active() -> bool:
     return bool(mlflow.is_tracking_uri_set())  # type: ignore[no-untyped-call]
 
 
-def header(decision: Decision) -> list[str]:
-    """Comment lines: what chose it, how sure, how to use it."""
+def header(decision: Decision, ranks: int = 1) -> list[str]:
+    """Comment lines: what chose it, how sure, how to use it (and, with ranks, for how many)."""
     from loadertune.machine import machine_info
 
     host = machine_info()
-    return [
+    lines = [
         f"Chosen by loadertune.AutoLoader during training: {decision.chosen.name}; confidence "
         f"{decision.assurance.level}; bottleneck {decision.bottleneck or 'unknown'}",
         f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
         f"gpu {host['gpu']}, torch {host['torch']}).",
-        "Use: loadertune loader=best  |  in training code: "
-        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
     ]
+    if ranks > 1:
+        lines.append(
+            f"Tuned with {ranks} ranks under torch.distributed: the settings are per rank "
+            f"({decision.chosen.num_workers * ranks} worker processes in all)."
+        )
+    lines.append(
+        "Use: loadertune loader=best  |  in training code: "
+        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))"
+    )
+    return lines
 
 
-def export(path: str | Path, settings: dict[str, Any], decision: Decision) -> Path:
+def export(path: str | Path, settings: dict[str, Any], decision: Decision, ranks: int = 1) -> Path:
     """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``."""
     out = Path(path).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(out, loader_yaml(settings, header(decision)))
+    write_text_atomically(out, loader_yaml(settings, header(decision, ranks)))
     return out
 
 
-def record(settings: dict[str, Any], decision: Decision, tuner: Tuner, report: str) -> str:
-    """Write the session as an MLflow run; returns its id."""
+def record(
+    settings: dict[str, Any], decision: Decision, tuner: Tuner, report: str, ranks: int = 1
+) -> str:
+    """Write the session as an MLflow run; returns its id. With ``ranks`` > 1 the figures are
+    the node's (each segment the slowest rank's) and ``autotune.world_size`` says so."""
     import time
 
     import mlflow
@@ -85,6 +96,8 @@ def record(settings: dict[str, Any], decision: Decision, tuner: Tuner, report: s
     now = int(time.time() * 1000)
     params = [Param(f"loader.{k}", "null" if v is None else str(v)) for k, v in settings.items()]
     params += [Param("autotune.candidates", ",".join(str(r["setting"]) for r in probe_rows(tuner)))]
+    if ranks > 1:
+        params.append(Param("autotune.world_size", str(ranks)))
     client.log_batch(
         run_id,
         metrics=_metrics(tuner, now),
@@ -92,7 +105,7 @@ def record(settings: dict[str, Any], decision: Decision, tuner: Tuner, report: s
         tags=[RunTag(k, v) for k, v in _verdict_tags(decision).items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "best_loader.yaml").write_text(loader_yaml(settings, header(decision)))
+        (Path(tmp) / "best_loader.yaml").write_text(loader_yaml(settings, header(decision, ranks)))
         (Path(tmp) / "autotune_report.txt").write_text(report + "\n")
         (Path(tmp) / "probes.json").write_text(json.dumps(tuner.state()["measures"], indent=1))
         client.log_artifacts(run_id, tmp)

@@ -257,8 +257,9 @@ class Tuner:
             self.queue.insert(0, Segment(self.last_good(), steps_left))
 
     def last_good(self) -> Setting:
-        """The setting of the latest segment that did not fail (the default before any)."""
-        good = [m.setting for m in self.measures if not m.failed]
+        """The setting of the latest segment that did not fail, of a setting never dropped
+        (the default before any): a setting that worked, then failed, is not run again."""
+        good = [m.setting for m in self.measures if not m.failed and m.setting not in self.dropped]
         return good[-1] if good else Setting().fixed(self.fixed)
 
     def _guess(self, m: Measure) -> Guess:

@@ -59,6 +59,7 @@ class TrialConfig:
     torch_threads: int | None = None
     memory_budget_mb: float | None = None  # the trial's process tree; None: 3/4 of available
     host_lock: str = "wait"
+    nproc_per_node: int = 1
 
 
 @dataclass

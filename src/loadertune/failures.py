@@ -27,6 +27,7 @@ REASONS: dict[str, str] = {
     "cuda_oom": "the batch or model does not fit in the accelerator's memory",
     "interrupted": "the sweep was interrupted (Ctrl-C, or its process died) during the trial",
     "trial_crashed": "the trial's process exited with an error status and no Python error",
+    "rank_failed": "a rank of a multi-rank trial died without a Python error (or never started)",
 }
 
 INFEASIBLE = frozenset(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from omegaconf import DictConfig
 
 from loadertune import run_trial
@@ -141,3 +142,59 @@ def test_a_taken_rendezvous_port_is_retried_on_another(
         result = run_trial(to_run_config(compose([*TWO, "model=simulated", "model.step_ms=2"])))
     assert len(result.ranks) == 2
     assert len(ports) == 3  # the taken one, then a free one
+
+
+def test_the_diagnosis_names_the_slowest_rank_and_what_held_it() -> None:
+    from loadertune.diagnosis import slowest_rank
+    from loadertune.result import RankFigures
+
+    fast = RankFigures(0, 10.0, 0.05, 0.1, 9.0, 0.50, 48, 0.4, 1)
+    starved = RankFigures(1, 11.0, 0.60, 0.1, 4.0, 0.53, 48, 0.4, 1)
+    sentence, evidence = slowest_rank([fast, starved])
+    assert evidence == {"slowest_rank": 1, "slowest_rank_held_by": "waiting for data"}
+    assert "rank 1" in sentence and "waiting for data 60%" in sentence
+    copying = RankFigures(1, 11.0, 0.10, 8.0, 1.0, 0.53, 48, 0.4, 1)
+    assert slowest_rank([fast, copying])[1]["slowest_rank_held_by"] == "copying batches"
+
+
+def test_build_dataloader_under_a_process_group_gives_each_rank_its_share(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    import torch.distributed as dist
+    from torch.utils.data import DistributedSampler
+
+    from loadertune import build_dataloader
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        data = list(range(10))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # tuned for this world: nothing to say
+            loader = build_dataloader(data, {"batch_size": 2, "shuffle": False}, "cpu")
+        assert isinstance(loader.sampler, DistributedSampler)
+        assert [int(i) for b in loader for i in b] == data
+        with pytest.warns(UserWarning, match=r"tuned for 2 rank\(s\) per node .* run on 1"):
+            build_dataloader(data, {"batch_size": 2, "nproc_per_node": 2}, "cpu")
+        given = build_dataloader(data, {"batch_size": 2}, "cpu", sampler=[0, 1])
+        assert list(given.sampler) == [0, 1]  # a sampler of the caller's own is kept
+    finally:
+        dist.destroy_process_group()
+    outside = build_dataloader(list(range(4)), {"batch_size": 2, "shuffle": False}, "cpu")
+    assert not isinstance(outside.sampler, DistributedSampler)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices, one a rank")
+def test_two_ranks_on_two_gpus_train_with_nccl(compose: Compose) -> None:
+    config = to_run_config(
+        compose([*TWO, "trial.device=cuda", "loader.num_workers=1", "loader.pin_memory=true"])
+    )
+    result = run_trial(config)
+    assert result.device == "cuda:0"  # rank 0's; rank 1 had cuda:1
+    assert [r.rank for r in result.ranks] == [0, 1]
+    assert result.effective_loader.pin_memory
+    assert result.accelerator["gpu_memory_peak_mb"] > 0
+    assert result.summary.samples == sum(r.samples for r in result.ranks)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadertune.loader import loader_yaml
+from loadertune.loader import TUNED_FOR, loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.stores import write_text_atomically
 
@@ -173,6 +173,13 @@ def export(plan: SweepPlan, rec: Recommendation, assurance: Assurance, config: R
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
     header = [*_export_header(plan, rec), *_verdict_text.confidence_lines(assurance)]
+    ranks = config.trial.nproc_per_node
+    if ranks > 1:  # the settings are each rank's: say for how many ranks they were tuned
+        settings[TUNED_FOR] = ranks
+        header.append(
+            f"Tuned for {ranks} ranks per node (torchrun --nproc-per-node={ranks}): the settings "
+            f"are per rank, {ranks * settings['num_workers']} worker processes on the node."
+        )
     text = loader_yaml(settings, header)
     write_text_atomically(plan.sweep_dir / "best_loader.yaml", text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -68,8 +69,19 @@ def _leaked_shm(before: set[str]) -> list[str]:
 def test_two_ranks_measure_the_node(compose: Compose, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     seen: list[tuple[int, bool]] = []
+    groups: set[int] = set()
+
+    def on_step(record: StepRecord, timed: bool) -> None:
+        seen.append((record.samples, timed))
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                groups.add(os.getpgid(proc.pid))
+
     config = to_run_config(compose([*TWO, "loader.num_workers=1", "trial.precision=null"]))
-    result = run_trial(config, on_step=lambda r, timed: seen.append((r.samples, timed)))
+    result = run_trial(config, on_step=on_step)
+    # Ranks, their workers and the sampler stay in the trial's process group: a sweep's kill
+    # of that group takes them all.
+    assert groups == {os.getpgrp()}
     assert [r.rank for r in result.ranks] == [0, 1]
     s = result.summary
     assert s.steps == 4
@@ -198,3 +210,11 @@ def test_two_ranks_on_two_gpus_train_with_nccl(compose: Compose) -> None:
     assert result.effective_loader.pin_memory
     assert result.accelerator["gpu_memory_peak_mb"] > 0
     assert result.summary.samples == sum(r.samples for r in result.ranks)
+
+
+def test_settings_tuned_for_ranks_load_as_the_loader_group() -> None:
+    base = {"dataset": {"name": "synthetic_images"}, "model": {"name": "simulated"}}
+    config = to_run_config(
+        {**base, "storage": {"name": "local"}, "loader": {"num_workers": 3, "nproc_per_node": 2}}
+    )
+    assert config.loader.num_workers == 3  # the note is not a DataLoader setting

@@ -89,6 +89,7 @@ def test_torchrun_trains_on_settings_tuned_for_two_ranks(tmp_path: Path) -> None
             "-m",
             "torch.distributed.run",
             "--nproc-per-node=2",
+            f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in /tmp
             str(ROOT / "scripts" / "train.py"),
             "loader=best",
             f"paths.output_root={tmp_path / 'outputs'}",
@@ -112,3 +113,27 @@ def test_torchrun_trains_on_settings_tuned_for_two_ranks(tmp_path: Path) -> None
     assert experiment is not None
     (run,) = client.search_runs([experiment.experiment_id])  # rank 0's only
     assert run.data.params["loader.num_workers"] == "1"
+
+
+def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        TWO,
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+        "hydra.sweeper.verdict_repeats=2",
+        verdict=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (exported,) = (tmp_path / "multirun").glob("*/*/best_loader.yaml")
+    text = exported.read_text()
+    assert "nproc_per_node: 2" in text
+    assert "Tuned for 2 ranks per node" in text
+    from omegaconf import OmegaConf
+
+    from loadertune.loader import loader_config, tuned_for
+
+    node = OmegaConf.load(exported)
+    assert tuned_for(node) == 2
+    assert loader_config(node).num_workers in (0, 1)

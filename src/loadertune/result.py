@@ -141,5 +141,7 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready data."""
         data = asdict(self)
+        if not self.ranks:  # one process: the record as it always was
+            del data["ranks"]
         data["metrics"] = self.metrics()
         return data

@@ -58,12 +58,13 @@ class StepLoop:
             self.epochs += 1
             return next(self._it)
 
-    def first_batch(self) -> float:
-        """Seconds from creating the iterator to the first batch; the batch is then trained on."""
+    def first_batch(self, timer: StepTimer | None = None) -> float:
+        """Seconds from creating the iterator to the first batch; the batch is then trained on
+        (its step marked on ``timer``, a throwaway one by default)."""
         start = time.perf_counter()
         self._pending = self._next()
         elapsed = time.perf_counter() - start
-        self.step(StepTimer())
+        self.step(timer or StepTimer())
         return elapsed
 
     def step(self, timer: StepTimer) -> StepRecord:

@@ -186,7 +186,8 @@ def _measure(
         step = workload.step_fn
         loop = StepLoop(loader, link.device, eff.non_blocking, step, copies, split_batch)
         measure_start = time.perf_counter()
-        first_batch_s = loop.first_batch()
+        link.beat()
+        first_batch_s = loop.first_batch(_BeatTimer(link.beat))
         for _ in range(warmup):
             record = loop.step(_BeatTimer(link.beat))
             link.forward(dataclasses.replace(record, samples=record.samples * link.world), False)

@@ -98,6 +98,7 @@ def test_two_ranks_measure_the_node(compose: Compose, monkeypatch: pytest.Monkey
     assert [t for _, t in seen].count(True) == 4
     assert all(n == 8 for n, _ in seen)
     assert [r.samples for r in result.steps] == [8, 8, 8, 8]
+    assert [r["rank"] for r in result.to_dict()["ranks"]] == [0, 1]
     # The whole tree is the trial's: the trial process and both ranks (and workers) sampled.
     assert max(r.processes for r in result.resources) >= 3
     assert not psutil.Process().children(recursive=True)
@@ -218,3 +219,31 @@ def test_settings_tuned_for_ranks_load_as_the_loader_group() -> None:
         {**base, "storage": {"name": "local"}, "loader": {"num_workers": 3, "nproc_per_node": 2}}
     )
     assert config.loader.num_workers == 3  # the note is not a DataLoader setting
+
+
+def test_steps_are_paced_as_data_parallel_training_paces_them(tmp_path: Path) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from loadertune.models._custom import ModuleStep
+    from loadertune.models._steps import RealStep
+    from loadertune.ranks.pacing import PacedStep, distribute
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        cpu = torch.device("cpu")
+        net = torch.nn.Linear(3, 2)
+        real = RealStep(net, torch.optim.SGD(net.parameters(), lr=0.1), lambda n, x, y: n(x).sum())
+        assert isinstance(distribute(real, cpu, lambda: None).network, DistributedDataParallel)
+        module = ModuleStep("m", torch.nn.Linear(3, 2))
+        assert isinstance(distribute(module, cpu, lambda: None).module, DistributedDataParallel)
+        calls: list[str] = []
+        paced = distribute(lambda batch: calls.append("step"), cpu, lambda: calls.append("beat"))
+        assert isinstance(paced, PacedStep)
+        paced(torch.zeros(2, 3))
+        assert calls == ["step", "beat"]  # the rank's own work, then the all-reduce
+        real((torch.ones(2, 3), torch.zeros(2)))  # a DDP step runs
+    finally:
+        dist.destroy_process_group()

@@ -126,6 +126,9 @@ def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(tmp_path: Path) -> N
         verdict=True,
     )
     assert proc.returncode == 0, proc.stderr
+    (verdict,) = (tmp_path / "multirun").glob("*/*/verdict.md")
+    assert "Per rank: num_workers=" in verdict.read_text()
+    assert "worker processes on the node" in verdict.read_text()
     (exported,) = (tmp_path / "multirun").glob("*/*/best_loader.yaml")
     text = exported.read_text()
     assert "nproc_per_node: 2" in text

@@ -134,9 +134,13 @@ class VerdictRun:
         text = _verdict_text.verdict_markdown(
             rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
+        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
+        ranks = config.trial.nproc_per_node
+        if ranks > 1:  # the workers named are each rank's
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n\n{_verdict_text.per_rank_line(rec.chosen.workers, ranks)}\n{rest}"
         sweep_dir = self.plan.sweep_dir
         write_text_atomically(sweep_dir / "verdict.md", text)
-        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         loader_file = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
         return Verdict(rec, cands, assurance, text, loader_file, written_settings(loader_file))

@@ -42,7 +42,12 @@ HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
 SHUTDOWN_S = 5  # the launcher's grace between SIGTERM and SIGKILL when it stops the ranks
 RDZV_TIMEOUT_S = 120
 SHM = Path("/dev/shm")
-_LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torchelastic")
+_LAUNCHER_LOGGERS = (
+    "torch.distributed.elastic",
+    "torch.distributed.launcher",
+    "torchelastic",
+    "torch.multiprocessing",
+)
 _LAUNCHER_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # the launcher takes these
 
 

@@ -56,7 +56,9 @@ def train(cfg: DictConfig) -> float:
     validate(config)
     device = torch.device(resolve_device(config.trial.device))
     torch.manual_seed(config.trial.seed)
-    tracked = config.tracking.enabled
+    rank, world, device = _join_ranks(device)
+    tracked = config.tracking.enabled and rank == 0
+    say = print if rank == 0 else (lambda *a, **k: None)
     if tracked:
         # Artifacts beside the store under the output root, not ./mlruns of the working dir.
         use_experiment(
@@ -74,13 +76,19 @@ def train(cfg: DictConfig) -> float:
             config.dataset.name,
             getattr(dataset, "vocab_size", None),
         )
-        loader = build_dataloader(dataset, config.loader, device)
+        if world > 1:  # paced as DDP paces it; build_dataloader gives each rank its share
+            from loadertune.ranks.pacing import distribute
+
+            step = distribute(step, device, lambda: None)
+        loader = build_dataloader(dataset, cfg.loader, device)  # with what it was tuned for
         if tracked:
             mlflow.log_params({f"loader.{k}": v for k, v in flatten(dict(cfg.loader)).items()})
         burst = max(1, config.loader.num_workers)  # batches of worker start-up per epoch
         samples = total = 0
         seconds = total_s = 0.0
         for epoch in range(epochs):
+            if hasattr(loader.sampler, "set_epoch"):
+                loader.sampler.set_epoch(epoch)  # a DistributedSampler under torchrun
             began = time.perf_counter()
             started = None
             count = everything = 0
@@ -100,7 +108,7 @@ def train(cfg: DictConfig) -> float:
             rate = count / elapsed if elapsed > 0 else 0.0
             if tracked:
                 mlflow.log_metric("epoch_samples_per_s", rate, step=epoch)
-            print(
+            say(
                 f"epoch {epoch}: {everything} samples in {ended - began:.1f} s; "
                 f"{rate:,.0f} samples/s after worker start-up"
             )
@@ -109,27 +117,69 @@ def train(cfg: DictConfig) -> float:
                 f"train: an epoch of {len(loader)} batches is too short to time past the "
                 f"{burst} batches of worker start-up; use a larger dataset.count"
             )
+        samples, seconds, total, total_s = _node_figures(samples, seconds, total, total_s)
         rate = samples / seconds
         end_to_end = total / total_s
         if tracked:
             mlflow.log_metric("samples_per_s", rate)
             mlflow.log_metric("end_to_end_samples_per_s", end_to_end)
-    print(
+    say(
         f"trained {epochs} epochs: {rate:,.0f} samples/s after worker start-up "
         f"(as a trial measures), {end_to_end:,.0f} samples/s end to end"
     )
     if expect:
         ratio = rate / float(expect)
-        print(
+        say(
             f"the sweep predicted {float(expect):,.0f} samples/s: measured/predicted = "
             f"{ratio:.2f} ({'within' if abs(ratio - 1) <= 0.10 else 'outside'} 10%)"
         )
     return rate
 
 
+def _join_ranks(device: Any) -> tuple[int, int, Any]:
+    """Under torchrun (``WORLD_SIZE`` > 1): join the process group (nccl with one CUDA device
+    per rank, else gloo); (rank, world size, this rank's device)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world, device
+
+
+def _node_figures(*figures: float) -> list[float]:
+    """(samples, seconds, samples, seconds) of the whole node: samples summed over the ranks,
+    seconds the slowest rank's; this rank's own outside torchrun."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return list(figures)
+    import torch
+
+    on = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    counts = torch.tensor(figures[0::2], dtype=torch.float64, device=on)
+    times = torch.tensor(figures[1::2], dtype=torch.float64, device=on)
+    dist.all_reduce(counts)
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return [counts[0].item(), times[0].item(), counts[1].item(), times[1].item()]
+
+
 @hydra.main(version_base="1.3", config_path="pkg://loadertune.conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    return train(cfg)
+    try:
+        return train(cfg)
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -305,10 +305,10 @@ def to_run_config(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     """
     raw = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
     try:
-        # The hydra node (present in a sweep's job configs) resolves only inside a running job.
-        top = {k: raw[k] for k in raw if k != "hydra"}
+        top = {k: raw[k] for k in raw if k != "hydra"}  # hydra: resolves only in a running job
         node = OmegaConf.create(OmegaConf.to_container(OmegaConf.create(top), resolve=True))
         assert isinstance(node, DictConfig)
+        node.get("loader", {}).pop("nproc_per_node", None)  # best_loader.yaml's: settings per rank
     except OmegaConfBaseException as exc:
         key = str(getattr(exc, "full_key", None) or "config")
         problem = str(exc).splitlines()[0].rstrip(".")

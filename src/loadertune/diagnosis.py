@@ -25,7 +25,7 @@ A label answers "why is this setting as fast as it is, and what would help":
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,7 +268,38 @@ _RULES: tuple[Callable[[_Figures], _Found], ...] = (
 
 
 def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagnosis:
-    """:func:`diagnose` for a :class:`~loadertune.result.TrialResult`."""
+    """:func:`diagnose` for a :class:`~loadertune.result.TrialResult`; with several ranks, the
+    node's figures, and the slowest rank named with what held it (:func:`slowest_rank`)."""
+    found = _diagnose_summary(result, memory_budget_mb)
+    ranks = getattr(result, "ranks", None)
+    if not ranks:
+        return found
+    sentence, evidence = slowest_rank(ranks)
+    return Diagnosis(found.label, f"{found.sentence} {sentence}", found.evidence | evidence)
+
+
+def slowest_rank(ranks: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """The rank that sets the node's pace (the longest window), and where its window went.
+
+    Its time not spent waiting for data is split between copying and stepping as their mean
+    times are; a rank's step includes waiting for the others in the step's all-reduce.
+    """
+    slow = max(ranks, key=lambda r: (r.window_s, r.data_wait_fraction))
+    wait = min(max(slow.data_wait_fraction, 0.0), 1.0)
+    busy = slow.copy_ms_mean + slow.compute_ms_mean
+    copy = (1.0 - wait) * (slow.copy_ms_mean / busy if busy > 0 else 0.0)
+    shares = {"waiting for data": wait, "copying batches": copy, "stepping": 1.0 - wait - copy}
+    held = max(shares, key=lambda k: shares[k])
+    parts = ", ".join(f"{name} {100 * share:.0f}%" for name, share in shares.items())
+    sentence = (
+        f"Slowest of {len(ranks)} ranks: rank {slow.rank} ({slow.time_per_sample_ms:.3f} ms "
+        f"per sample of its own), mostly {held} ({parts} of its window)."
+    )
+    evidence = {"slowest_rank": slow.rank, "slowest_rank_held_by": held}
+    return sentence, evidence
+
+
+def _diagnose_summary(result: Any, memory_budget_mb: float | None) -> Diagnosis:
     s = result.summary
     return diagnose(
         num_workers=result.effective_loader.num_workers,

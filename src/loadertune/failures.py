@@ -36,6 +36,7 @@ class Reason(str, Enum):
     CUDA_OOM = "cuda_oom"
     INTERRUPTED = "interrupted"
     TRIAL_CRASHED = "trial_crashed"
+    RANK_FAILED = "rank_failed"
 
     def __str__(self) -> str:
         return str.__str__(self)
@@ -58,6 +59,7 @@ REASONS: dict[Reason, str] = {
     Reason.CUDA_OOM: "the batch or model does not fit in the accelerator's memory",
     Reason.INTERRUPTED: "the sweep was interrupted (Ctrl-C, or its process died) during the trial",
     Reason.TRIAL_CRASHED: "the trial's process exited with an error status and no Python error",
+    Reason.RANK_FAILED: "a rank of a multi-rank trial died with no Python error (or never started)",
 }
 
 INFEASIBLE = frozenset(

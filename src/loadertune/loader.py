@@ -28,13 +28,26 @@ ALWAYS = ("batch_size", "num_workers", "pin_memory", "shuffle", "drop_last")
 """``DataLoader`` arguments passed with or without workers (``non_blocking`` is for the copy)."""
 
 
+TUNED_FOR = "nproc_per_node"
+"""The key of ``best_loader.yaml`` that says for how many ranks per node it was tuned (the
+settings are per rank); absent means one."""
+
+
 def loader_config(cfg: LoaderConfig | Mapping[str, Any]) -> LoaderConfig:
     """Accept a :class:`LoaderConfig`, a dict, or an OmegaConf node (e.g. ``best_loader.yaml``)."""
     if isinstance(cfg, LoaderConfig):
         return cfg
     from loadertune.config_schema import structured
 
-    return structured("loader", LoaderConfig, dict(cfg))  # type: ignore[no-any-return]
+    settings = {k: v for k, v in dict(cfg).items() if k != TUNED_FOR}
+    return structured("loader", LoaderConfig, settings)  # type: ignore[no-any-return]
+
+
+def tuned_for(cfg: LoaderConfig | Mapping[str, Any]) -> int:
+    """The ranks per node ``cfg`` was tuned for (``nproc_per_node`` in it, else 1)."""
+    if isinstance(cfg, LoaderConfig):
+        return 1
+    return int(dict(cfg).get(TUNED_FOR) or 1)
 
 
 def accelerator_available(device: torch.device | str | None = None) -> bool:
@@ -96,6 +109,10 @@ def build_dataloader(
 
     effective = effective_settings(loader_cfg, device)
     kwargs = dataloader_kwargs(effective) | loader_callables(effective)
+    if "sampler" not in extra and "batch_sampler" not in extra:
+        sampler = _rank_sampler(dataset, effective, tuned_for(loader_cfg))
+        if sampler is not None:
+            extra = {**extra, "sampler": sampler}
     if "sampler" in extra or "batch_sampler" in extra:
         kwargs.pop("shuffle")
     if "batch_sampler" in extra:
@@ -103,6 +120,29 @@ def build_dataloader(
             kwargs.pop(key)
     kwargs.update(extra)
     return DataLoader(dataset, **kwargs)
+
+
+def _rank_sampler(dataset: Any, loader: LoaderConfig, tuned: int) -> Any:
+    """Under an initialised process group, this rank's ``DistributedSampler`` (rank and world
+    from the group; call ``loader.sampler.set_epoch(epoch)`` each epoch to reshuffle); None
+    outside one. Settings tuned for another number of ranks per node are said so, once."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    from torch.utils.data import DistributedSampler
+
+    world = dist.get_world_size()
+    if world != tuned:
+        import warnings
+
+        warnings.warn(
+            f"loadertune: these loader settings were tuned for {tuned} rank(s) per node "
+            f"({TUNED_FOR}={tuned}) and run on {world}: num_workers is per rank, so tune "
+            f"again with trial.nproc_per_node={world}",
+            stacklevel=3,
+        )
+    return DistributedSampler(dataset, shuffle=loader.shuffle, drop_last=loader.drop_last)
 
 
 def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:

@@ -12,6 +12,32 @@ from loadertune.timing import StepRecord, TimingSummary
 OBJECTIVE = "time_per_sample_ms"
 
 
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank's own figures in a trial of several ranks (``trial.nproc_per_node`` > 1).
+
+    The trial's summary is the node's; these say how each rank fared inside it, so the
+    slowest can be named with what held it back (waiting for data, copying, stepping).
+    """
+
+    rank: int
+    time_per_sample_ms: float  # this rank's own samples over its own window
+    data_wait_fraction: float
+    copy_ms_mean: float
+    compute_ms_mean: float
+    window_s: float
+    samples: int
+    first_batch_s: float
+    torch_threads: int  # intra-op threads in the rank (torchrun's OMP_NUM_THREADS=1 default)
+
+    def metrics(self) -> dict[str, float]:
+        """``rank<k>.time_per_sample_ms`` and ``rank<k>.data_wait_fraction``, beside the node's."""
+        return {
+            f"rank{self.rank}.time_per_sample_ms": self.time_per_sample_ms,
+            f"rank{self.rank}.data_wait_fraction": self.data_wait_fraction,
+        }
+
+
 @dataclass
 class TrialResult:
     """One DataLoader configuration measured end to end.
@@ -45,6 +71,9 @@ class TrialResult:
         steal_percent: CPU a hypervisor gave to other guests over the window, % of one core.
         rate_ci_pct: half-width of the ~95% interval of the time per sample, in % of it
             (:mod:`loadertune.precision`); None when the window held fewer than 5 blocks.
+        ranks: with ``trial.nproc_per_node`` > 1, each rank's own figures; the summary is then
+            the node's (all ranks' samples over the slowest rank's window) and ``steps`` the
+            node's steps (rank 0's timing, every rank's samples). Empty for one process.
     """
 
     summary: TimingSummary
@@ -69,6 +98,7 @@ class TrialResult:
     other_cpu_percent: float = 0.0
     steal_percent: float = 0.0
     rate_ci_pct: float | None = None
+    ranks: list[RankFigures] = field(default_factory=list)
 
     @property
     def objective(self) -> float:
@@ -105,10 +135,13 @@ class TrialResult:
             **({} if self.rate_ci_pct is None else {"rate_ci_pct": self.rate_ci_pct}),
             **self.storage,
             **self.accelerator,
+            **{k: v for rank in self.ranks for k, v in rank.metrics().items()},
         }
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready data."""
         data = asdict(self)
+        if not self.ranks:  # one process: the record as it always was
+            del data["ranks"]
         data["metrics"] = self.metrics()
         return data

@@ -11,16 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loadertune import _torch_private
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig
 from loadertune.errors import ConfigError
 from loadertune.interference import Interference, InterferenceMeter
-from loadertune.loader import tensors_in, to_device
 from loadertune.monitor import peak_memory_bytes
 from loadertune.precision import StopRule, rate_ci
 from loadertune.result import TrialResult
 from loadertune.steady_state import stream_sampler, warmup_steps
+from loadertune.step_loop import StepLoop, synchronizer
 from loadertune.timing import StepRecord, StepTimer, summarize
 from loadertune.torch_rules import in_flight
 from loadertune.tree_sampler import SamplerReport, TreeSampler
@@ -62,12 +61,13 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     at least and ``trial.max_steps`` at most: in between, until the time per sample is known
     within ``trial.precision`` (:mod:`loadertune.precision`), or ``trial.time_limit_s``
     stops it. The CPU that other processes used meanwhile is measured beside it
-    (:mod:`loadertune.interference`). Indices come from back-to-back
-    passes over the dataset (:func:`stream_sampler`), so the window never meets an epoch's end.
-    The dataset lives on ``config.storage`` for the trial: prepared before it (a RAM copy,
-    a simulated device) and cleaned up after, however the trial ends. Guards stop the trial
-    when a worker prints a fatal error PyTorch does not raise (a lost batch) and, outside a
-    sweep, before its process tree passes ``trial.memory_budget_mb`` (:mod:`.trial_stop`).
+    (:mod:`loadertune.interference`). Indices come from back-to-back passes over the dataset
+    (:func:`stream_sampler`), so the window never meets an epoch's end. The dataset lives on
+    ``config.storage`` for the trial: prepared before it (a RAM copy, a simulated device) and
+    cleaned up after, however the trial ends. Guards stop the trial when a worker prints a
+    fatal error PyTorch does not raise (a lost batch) and, outside a sweep, before its process
+    tree passes ``trial.memory_budget_mb`` (:mod:`.trial_stop`). With ``trial.nproc_per_node``
+    above 1 the trial is a node of ranks (:mod:`loadertune.ranks`).
 
     Raises:
         ConfigError: for settings that cannot work, before any worker starts.
@@ -120,9 +120,13 @@ class _Measured:
 def _run_on_storage(
     config: RunConfig, store: StorageSession, on_step: StepCallback | None
 ) -> TrialResult:
+    if config.trial.nproc_per_node > 1:
+        from loadertune.ranks import run_ranks
+
+        return run_ranks(config, store, on_step)
     workload = _build_workload(config, store)
     device = workload.device
-    copies = copy_timer(device, _synchronizer(device))
+    copies = copy_timer(device, synchronizer(device))
     gpu = GpuMonitor(device, config.trial.sample_hz) if device.type == "cuda" else None
     store.before_loading()
     with warnings.catch_warnings(record=True) as caught:
@@ -133,8 +137,8 @@ def _run_on_storage(
     return _trial_result(workload, measured, store, sorted(seen), copied)
 
 
-def _build_workload(config: RunConfig, store: StorageSession) -> _Workload:
-    """Seed torch, build the dataset on the storage and a model step for its samples, check."""
+def _build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> _Workload:
+    """Seed torch, build the dataset on the storage (unless given) and a model step, check."""
     import torch
 
     from loadertune import preflight
@@ -147,7 +151,7 @@ def _build_workload(config: RunConfig, store: StorageSession) -> _Workload:
     if tc.torch_threads is not None:
         torch.set_num_threads(tc.torch_threads)
     device = torch.device(resolve_device(tc.device))
-    dataset = build_dataset(config, store)
+    dataset = build_dataset(config, store) if dataset is None else dataset
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
     effective = effective_settings(config.loader, device)
@@ -168,8 +172,11 @@ def _start_method(effective: LoaderConfig) -> str:
     return method or mp.get_all_start_methods()[0]
 
 
-def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int, steps: int) -> Any:
-    """The DataLoader over a stream of indices that cannot run dry inside the window."""
+def _build_loader(
+    tc: TrialConfig, workload: _Workload, warmup: int, steps: int, rank: int = 0, world: int = 1
+) -> Any:
+    """The DataLoader over a stream of indices that cannot run dry inside the window; with
+    ``world`` ranks, each rank's share of a stream ``world`` times as long."""
     import torch
 
     from loadertune.loader import build_dataloader
@@ -179,10 +186,14 @@ def _build_loader(tc: TrialConfig, workload: _Workload, warmup: int, steps: int)
     batches = 1 + warmup + steps + ahead + 1
     stream = stream_sampler(
         len(workload.dataset),
-        batches * (eff.batch_size or 1),
+        batches * (eff.batch_size or 1) * world,
         eff.shuffle,
         torch.Generator().manual_seed(tc.seed),
     )
+    if world > 1:
+        from loadertune.ranks.share import RankShare
+
+        stream = RankShare(stream, rank, world)  # its share, through DistributedSampler
     return build_dataloader(
         workload.dataset,
         eff,
@@ -214,7 +225,7 @@ def _measure(
     rule = stop_rule(tc, eff.num_workers)
     loader = _build_loader(tc, workload, warmup, rule.max_steps)
     with TreeSampler(tc.sample_hz) as sampler:
-        loop = _StepLoop(
+        loop = StepLoop(
             loader, workload.device, eff.non_blocking, workload.step_fn, copies, split_batch
         )
         measure_start = time.perf_counter()
@@ -233,7 +244,7 @@ def _measure(
 def _timed_window(
     tc: TrialConfig,
     rule: StopRule,
-    loop: _StepLoop,
+    loop: StepLoop,
     store: StorageSession,
     gpu: GpuMonitor | None,
     on_step: StepCallback | None,
@@ -257,7 +268,7 @@ def _timed_window(
 
 
 def _time_steps(
-    loop: _StepLoop, rule: StopRule, deadline: float, on_step: StepCallback | None
+    loop: StepLoop, rule: StopRule, deadline: float, on_step: StepCallback | None
 ) -> tuple[StepTimer, bool]:
     """Timed steps until ``rule`` is sure of the rate; past ``deadline``, stop (truncated)."""
     timer = StepTimer()
@@ -313,80 +324,3 @@ def _trial_result(
         steal_percent=window.interference.steal_percent,
         rate_ci_pct=None if ci is None else 100.0 * ci,
     )
-
-
-def _synchronizer(device: Any) -> Callable[[], None]:
-    """Wait for queued device work, so timed regions end when the work does."""
-    import torch
-
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
-
-
-class _StepLoop:
-    """Pull batches (starting a new epoch when one runs out), copy them, step the model.
-
-    Each step ends synchronised with the device; ``copies`` times the host-to-device copy
-    (with CUDA events on a GPU, so the copy is not forced to finish before the step starts).
-    """
-
-    def __init__(
-        self,
-        loader: Any,
-        device: Any,
-        non_blocking: bool,
-        step_fn: Callable[[Any], None],
-        copies: HostCopyTimer,
-        split: Callable[[Any], tuple[Any, Any]],
-    ) -> None:
-        self.loader = loader
-        self.device = device
-        self.non_blocking = non_blocking
-        self.step_fn = step_fn
-        self.copies = copies
-        self.sync = copies.sync
-        self.split = split
-        self.epochs = 0
-        self._it: Any = None
-        self._pending: Any = None
-
-    def _next(self) -> Any:
-        if self._it is None:
-            self._it = iter(self.loader)
-            self.epochs += 1
-        try:
-            return next(self._it)
-        except StopIteration:
-            self._it = iter(self.loader)
-            self.epochs += 1
-            return next(self._it)
-
-    def first_batch(self) -> float:
-        """Seconds from creating the iterator to the first batch; the batch is then trained on."""
-        start = time.perf_counter()
-        self._pending = self._next()
-        elapsed = time.perf_counter() - start
-        self.step(StepTimer())
-        return elapsed
-
-    def step(self, timer: StepTimer) -> StepRecord:
-        timer.start()
-        if self._pending is not None:
-            batch, self._pending = self._pending, None
-        else:
-            batch = self._next()
-        timer.batch_ready()
-        self.copies.start()
-        batch = to_device(batch, self.device, self.non_blocking)  # whatever the collate made
-        self.copies.stop(*tensors_in(batch))
-        timer.copied()
-        self.step_fn(batch)
-        self.sync()
-        inputs, _ = self.split(batch)
-        return self.copies.finish(timer, timer.stepped(len(inputs)))
-
-    def close(self) -> None:
-        """Shut the workers down now rather than at garbage collection."""
-        _torch_private.shutdown_workers(self._it)
-        self._it = None

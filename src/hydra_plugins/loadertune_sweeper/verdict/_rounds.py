@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadertune.loader import loader_yaml
+from loadertune.loader import TUNED_FOR, loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.result_stores import write_text_atomically
 
@@ -135,6 +135,11 @@ class VerdictRun:
         text = _text.verdict_markdown(
             rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
+        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
+        ranks = config.trial.nproc_per_node
+        if ranks > 1:  # the workers named are each rank's
+            head, _, rest = text.partition("\n")
+            text = f"{head}\n\n{_text.per_rank_line(rec.chosen.workers, ranks)}\n{rest}"
         sweep_dir = self.plan.sweep_dir
         write_text_atomically(sweep_dir / "verdict.md", text)
         config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])
@@ -170,6 +175,13 @@ def export(
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
     header = [*_export_header(plan, rec), *_text.confidence_lines(assurance)]
+    ranks = config.trial.nproc_per_node
+    if ranks > 1:  # the settings are each rank's: say for how many ranks they were tuned
+        settings[TUNED_FOR] = ranks
+        header.append(
+            f"Tuned for {ranks} ranks per node (torchrun --nproc-per-node={ranks}): the settings "
+            f"are per rank, {ranks * settings['num_workers']} worker processes on the node."
+        )
     text = loader_yaml(settings, header)
     write_text_atomically(plan.sweep_dir / "best_loader.yaml", text)
     group = Path(plan.base.paths.output_root).expanduser().resolve() / "conf" / "loader"

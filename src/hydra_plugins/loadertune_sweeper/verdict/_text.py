@@ -69,6 +69,14 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
     )
 
 
+def per_rank_line(workers: int, ranks: int) -> str:
+    """With several ranks per node: the workers named are each rank's; the node's total."""
+    return (
+        f"Per rank: num_workers={workers} in each of {ranks} ranks "
+        f"(trial.nproc_per_node={ranks}), {workers * ranks} worker processes on the node."
+    )
+
+
 def confidence_lines(assurance: Assurance) -> list[str]:
     """How sure the verdict is, why, and what would settle what is open."""
     lines = [f"Confidence: {assurance.level.value}. {assurance.why}"]

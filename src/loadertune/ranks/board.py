@@ -1,0 +1,172 @@
+"""What the trial process sees of its ranks while they run: their beats, steps, processes.
+
+Every rank writes to a small shared array (:class:`Board`): its pid, and the instant of its
+latest progress (each phase of each step). A rank that hangs stops beating while the others
+wait for it in a collective after their own last beat, so the rank with the oldest beat is
+the one holding the node (:func:`hung_rank`). :class:`Watchdog` reads the board a few times a
+second in the trial process: once no rank has beaten past the limit it names the hung rank
+and kills every rank (the others could only wait for it until a collective's timeout; the
+launcher then reports them), and it remembers every process of the trial's tree, for the
+clean-up after it. A rank that raises or dies is the launcher's to notice.
+:class:`StepForwarder` hands the node's steps that rank 0 sends to the trial's ``on_step``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psutil
+
+_FIELDS = 3  # pid, last beat (perf_counter, the same clock in every process), failed at
+POLL_S = 0.2
+
+
+class Board:
+    """Shared doubles, three per rank; made before the ranks fork, written by each rank."""
+
+    def __init__(self, ctx: Any, world: int) -> None:
+        self.world = world
+        self.values = ctx.Array("d", world * _FIELDS, lock=False)
+
+    def started(self, rank: int) -> None:
+        """The rank runs: its pid, and a first beat."""
+        self.values[rank * _FIELDS] = float(os.getpid())
+        self.beat(rank)
+
+    def beat(self, rank: int) -> None:
+        """The rank made progress now."""
+        self.values[rank * _FIELDS + 1] = time.perf_counter()
+
+    def failed(self, rank: int) -> None:
+        """The rank is raising now (the first to raise is the cause, the others follow it)."""
+        self.values[rank * _FIELDS + 2] = time.perf_counter()
+
+    def beats(self) -> list[float]:
+        """Each rank's latest beat (0.0: not started)."""
+        return [self.values[r * _FIELDS + 1] for r in range(self.world)]
+
+    def pid(self, rank: int) -> int:
+        """The rank's process id (0 before it started)."""
+        return int(self.values[rank * _FIELDS])
+
+    def failed_at(self, rank: int) -> float:
+        """When the rank started raising (0.0: it did not)."""
+        return float(self.values[rank * _FIELDS + 2])
+
+
+def hung_rank(beats: Sequence[float], now: float, limit_s: float) -> int | None:
+    """The rank holding the node once no rank has beaten for ``limit_s``: the oldest beat.
+
+    Nothing before any rank has beaten (the ranks are still starting).
+    """
+    if not any(beats) or now - max(beats) <= limit_s:
+        return None
+    return min(range(len(beats)), key=lambda r: beats[r])
+
+
+class Watchdog:
+    """A thread in the trial process: kills a hung rank, keeps the tree's processes in view."""
+
+    def __init__(self, board: Board, limit_s: float) -> None:
+        self.board = board
+        self.limit_s = limit_s
+        self.hung: tuple[int, float] | None = None  # (rank, seconds silent) once killed
+        self.seen: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loadertune-ranks", daemon=True)
+        self._root = psutil.Process()
+
+    def __enter__(self) -> Watchdog:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._look()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self._look()
+            if self.hung is not None:
+                continue
+            beats = self.board.beats()
+            now = time.perf_counter()
+            rank = hung_rank(beats, now, self.limit_s)
+            if rank is not None and _alive(self.board.pid(rank)):  # a dead one: the launcher's
+                self.hung = (rank, now - max(beats))
+                for other in range(self.board.world):  # they could only wait for it
+                    if _alive(pid := self.board.pid(other)):
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+
+    def _look(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for proc in self._root.children(recursive=True):
+                self.seen.setdefault(proc.pid, proc)
+
+    def survivors(self) -> list[psutil.Process]:
+        """Processes of the trial's tree seen while it ran that still live (same process)."""
+        alive = []
+        for proc in self.seen.values():
+            with contextlib.suppress(psutil.Error):
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+        return alive
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (not exited, not a zombie waiting to be reaped)."""
+    try:
+        return pid > 0 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class StepForwarder:
+    """A thread passing the node's steps from rank 0 to ``on_step``, through a pipe.
+
+    Only rank 0 writes (no lock a killed rank could leave held); the trial process ends the
+    stream with ``None`` on its own copy of the write end, and stops reading at any damage
+    (a rank killed half-way through a message).
+    """
+
+    def __init__(self, ctx: Any, on_step: Callable[[Any, bool], None] | None) -> None:
+        self.reader, self.writer = ctx.Pipe(duplex=False)
+        self.on_step = on_step
+        self._thread = threading.Thread(target=self._run, name="loadertune-steps", daemon=True)
+
+    def send(self, record: Any, timed: bool) -> None:
+        """Rank 0's side: one step of the node."""
+        self.writer.send((record, timed))
+
+    def __enter__(self) -> StepForwarder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(OSError):
+            self.writer.send(None)
+        self._thread.join(timeout=10)
+        self.reader.close()
+        self.writer.close()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                message = self.reader.recv()
+            except Exception:  # a write cut short by a killed rank: nothing more to read
+                return
+            if message is None:
+                return
+            if self.on_step is not None:
+                try:
+                    self.on_step(*message)
+                except Exception:  # a sweep that stopped listening: the trial goes on
+                    self.on_step = None

@@ -1,0 +1,256 @@
+"""Start the node's ranks through PyTorch's elastic launcher (torchrun's engine) and watch them.
+
+``elastic_launch`` runs the launcher's agent in the trial process, which forks
+``trial.nproc_per_node`` rank processes (children of the trial, in its process group, so a
+sweep's kill of that group takes them and their workers), with a c10d rendezvous on a free
+loopback port. ``max_restarts=0``: the first rank to fail stops them all, and the launcher
+raises ``ChildFailedError`` naming the failed ranks; :func:`rank_failure` turns that into one
+:class:`~loadertune.failures.TrialFailure` naming the rank that caused it. A rank that hangs
+is found by :class:`~loadertune.ranks.board.Watchdog` and killed, so the same path reports
+it. A port taken between choosing and binding it is retried on another. Afterwards nothing of
+the trial survives: no process of its tree, no ``/dev/shm/torch_*`` file of its processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from loadertune.failures import Reason, TrialFailure, classify
+from loadertune.ranks.board import Board, StepForwarder, Watchdog
+
+if TYPE_CHECKING:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    from loadertune.config import RunConfig
+    from loadertune.result import TrialResult
+    from loadertune.storage import StorageSession
+    from loadertune.trial import StepCallback
+
+PORT_TRIES = 5
+HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
+SHUTDOWN_S = 5  # the launcher's grace between SIGTERM and SIGKILL when it stops the ranks
+RDZV_TIMEOUT_S = 120
+SHM = Path("/dev/shm")
+_LAUNCHER_LOGGERS = (
+    "torch.distributed.elastic",
+    "torch.distributed.launcher",
+    "torchelastic",
+    "torch.multiprocessing",
+)
+_LAUNCHER_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")  # the launcher takes these
+
+
+def run_ranks(
+    config: RunConfig, store: StorageSession, on_step: StepCallback | None = None
+) -> TrialResult:
+    """Measure ``config`` on ``trial.nproc_per_node`` ranks; the node's :class:`TrialResult`.
+
+    The workload is built here first (its checks fail here, in one line, before any rank
+    starts; the dataset is built once and every rank forks with it), then each rank builds
+    its own loader and step. ``on_step`` gets the node's steps, which rank 0 sends.
+
+    Raises:
+        ConfigError: the workload cannot be built, before any rank starts.
+        TrialFailure: a rank raised, died or hung; the message names it.
+    """
+    from loadertune.machine import machine_info
+    from loadertune.ranks.node import node_result
+    from loadertune.trial import _build_workload
+
+    workload = _build_workload(config, store)
+    store.before_loading()
+    world = config.trial.nproc_per_node
+    hang_s = config.trial.time_limit_s + HANG_MARGIN_S
+    ctx = mp.get_context("fork")
+    board = Board(ctx, world)
+    shm_before = _shm_files()
+    failure: TrialFailure | None = None
+    with (
+        tempfile.TemporaryDirectory(prefix="loadertune-ranks-") as logs,
+        _omp_default(),
+        _signals_kept(),
+        _launcher_quiet(),
+        StepForwarder(ctx, on_step) as steps,
+        Watchdog(board, hang_s) as dog,
+    ):
+        args = (config, store, workload.dataset, board, steps, os.getpid(), hang_s)
+        try:
+            returns = launch(world, logs, args)
+        except _child_failed() as exc:
+            failure = rank_failure(exc.failures, board, dog, world)
+        finally:
+            _clean_up(dog, board, shm_before)
+    if failure is not None:
+        raise failure
+    return node_result(list(returns.values()), machine_info())
+
+
+def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
+    """``elastic_launch`` of :func:`~loadertune.ranks.rank.rank_main` on ``world`` ranks.
+
+    A rendezvous port another process took first is tried again on a fresh one.
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from loadertune.ranks.rank import rank_main
+
+    last: Exception | None = None
+    for attempt in range(PORT_TRIES):
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=world,
+            run_id=f"loadertune-{os.getpid()}-{attempt}",
+            rdzv_backend="c10d",
+            rdzv_endpoint=f"127.0.0.1:{free_port()}",
+            rdzv_configs={"is_host": True, "timeout": RDZV_TIMEOUT_S},
+            max_restarts=0,
+            start_method="fork",
+            logs_specs=DefaultLogsSpecs(log_dir=logs),
+            shutdown_timeout=SHUTDOWN_S,
+        )
+        try:
+            return elastic_launch(config, rank_main)(*args)  # type: ignore[no-any-return]
+        except RendezvousConnectionError as exc:  # the port was taken: another one
+            last = exc
+    raise TrialFailure(
+        Reason.RANK_FAILED,
+        f"the ranks' rendezvous could not bind a loopback port in {PORT_TRIES} tries: {last}",
+    )
+
+
+def free_port() -> int:
+    """A loopback port free now (the rendezvous binds it a moment later: see :func:`launch`)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _child_failed() -> type[ChildFailedError]:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    return ChildFailedError
+
+
+def rank_failure(
+    failures: Mapping[int, Any], board: Board, dog: Watchdog, world: int
+) -> TrialFailure:
+    """One failure naming the rank that caused the others' (``failures``: the launcher's).
+
+    A hung rank (the watchdog's) is the cause; else a rank that died without a Python error
+    (the others then fail on the broken group); else the first to raise.
+    """
+    if dog.hung is not None:
+        rank, silent = dog.hung
+        return TrialFailure(
+            Reason.TIMEOUT,
+            f"rank {rank} of {world} made no progress for {silent:.0f} s while the others "
+            f"waited for it (trial.time_limit_s + {HANG_MARGIN_S:.0f} s); every rank was stopped",
+        )
+    rank = min(failures, key=lambda r: (_raised(failures[r]), board.failed_at(r) or 1e18))
+    failure = failures[rank]
+    if _raised(failure):
+        message = failure.message
+        text = str(message.get("message", ""))
+        trace = str(message.get("extraInfo", {}).get("py_callstack", ""))
+        kind = text.split(":", 1)[0]
+        return TrialFailure(
+            classify(kind, f"{trace}\n{text}"), f"rank {rank} of {world} raised {text}"
+        )
+    how = (
+        f"was killed by {failure.signal_name()}"
+        if failure.exitcode < 0
+        else f"exited with status {failure.exitcode}"
+    )
+    return TrialFailure(
+        Reason.RANK_FAILED,
+        f"rank {rank} of {world} {how} without a Python error; every rank was stopped",
+    )
+
+
+def _raised(failure: Any) -> bool:
+    """The rank wrote an error file: it raised (rather than died)."""
+    return isinstance(failure.error_file_data.get("message"), dict)  # what @record writes
+
+
+@contextlib.contextmanager
+def _omp_default() -> Iterator[None]:
+    """``OMP_NUM_THREADS=1`` for the ranks unless set, as torchrun does."""
+    if "OMP_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_NUM_THREADS", None)
+
+
+@contextlib.contextmanager
+def _launcher_quiet() -> Iterator[None]:
+    """The launcher's own log lines off while it runs: the trial's failure says what happened,
+    and torch's log formatter imports its compiler (seconds) to format the first error."""
+    import logging
+
+    import torch.distributed.launcher.api  # noqa: F401  (its loggers exist from here on)
+
+    names = [n for n in logging.root.manager.loggerDict if n.startswith(_LAUNCHER_LOGGERS)]
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+@contextlib.contextmanager
+def _signals_kept() -> Iterator[None]:
+    """The launcher installs its own handlers in the main thread; put the trial's back."""
+    names = [n for n in _LAUNCHER_SIGNALS if hasattr(signal, n)]
+    kept = {n: signal.getsignal(getattr(signal, n)) for n in names}
+    try:
+        yield
+    finally:
+        for name, handler in kept.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(getattr(signal, name), handler)
+
+
+def _clean_up(dog: Watchdog, board: Board, shm_before: set[str]) -> None:
+    """Kill what the trial's tree left alive; remove its processes' shared-memory files."""
+    survivors = dog.survivors()
+    for proc in survivors:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    deadline = time.monotonic() + 5.0
+    while dog.survivors() and time.monotonic() < deadline:  # zombies count as gone
+        time.sleep(0.05)
+    ours = set(dog.seen) | {board.pid(r) for r in range(board.world)}
+    for name in _shm_files() - shm_before:
+        parts = name.split("_")
+        if len(parts) > 2 and parts[1].isdigit() and int(parts[1]) in ours:
+            with contextlib.suppress(FileNotFoundError):
+                (SHM / name).unlink()
+
+
+def _shm_files() -> set[str]:
+    try:
+        return {p.name for p in SHM.iterdir() if p.name.startswith("torch_")}
+    except OSError:
+        return set()

@@ -1,0 +1,76 @@
+"""Pace each rank's step as data-parallel training paces it, so no rank runs ahead.
+
+The built-in models and a ``model=custom`` Module train wrapped in
+``DistributedDataParallel`` (its gradient all-reduce holds every rank to the slowest); a
+user's own ``step(batch)`` is followed by an all-reduce of one number, as a training loop's
+gradient or loss reduction would be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Beat = Callable[[], None]
+
+
+def distribute(step: Callable[[Any], None], device: Any, beat: Beat) -> Callable[[Any], None]:
+    """``step`` paced across the process group: its module in DDP, else an all-reduce after.
+
+    ``beat`` marks the rank's own work done before it waits for the others (so a rank that
+    hangs is told from the ranks waiting for it).
+    """
+    from loadertune.models._custom import LazyUserStep, ModuleStep
+    from loadertune.models._steps import RealStep
+
+    if isinstance(step, RealStep):
+        step.network = _ddp(step.network, device)
+        return step
+    if isinstance(step, ModuleStep):
+        step.module = _ddp(step.module, device)
+        return step
+    if isinstance(step, LazyUserStep):
+        return _LazyPaced(step, device, beat)
+    return PacedStep(step, device, beat)
+
+
+def _ddp(module: Any, device: Any) -> Any:
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(module, device_ids=ids)
+
+
+class PacedStep:
+    """A user's step, then an all-reduce of one number across the ranks."""
+
+    def __init__(self, step: Callable[[Any], None], device: Any, beat: Beat) -> None:
+        import torch
+
+        self.step = step
+        self.beat = beat
+        self.token = torch.zeros(1, device=device)
+
+    def __call__(self, batch: Any) -> None:
+        import torch.distributed as dist
+
+        self.step(batch)
+        self.beat()
+        dist.all_reduce(self.token)
+
+
+class _LazyPaced:
+    """``model=custom``: the factory's step is made on the first batch, then paced."""
+
+    def __init__(self, lazy: Any, device: Any, beat: Beat) -> None:
+        self.lazy = lazy
+        self.device = device
+        self.beat = beat
+
+    def __call__(self, batch: Any) -> None:
+        if self.lazy.step is None:
+            from loadertune.models import build_user_step
+
+            made = build_user_step(self.lazy.cfg, self.lazy.device, batch)
+            self.lazy.step = distribute(made, self.device, self.beat)
+        self.lazy(batch)

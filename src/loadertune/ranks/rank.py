@@ -1,0 +1,273 @@
+"""One rank of a node's trial: its process group, its loader over its share, its timed window.
+
+The launcher starts :func:`rank_main` in every rank with ``RANK``, ``LOCAL_RANK``,
+``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` set. Each rank builds the trial's workload on the
+dataset the trial process made, paces its step across the group (:mod:`.pacing`), warms up,
+waits at a barrier so every window opens together, and times steps until every rank's rate
+is known (or one rank's time runs out): the decision to stop is an all-reduce after each
+step, so all ranks run the same steps. Rank 0 also samples the whole trial's process tree
+and sends the node's steps to the trial process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+import warnings
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from loadertune.config import RunConfig, TrialConfig
+from loadertune.ranks.board import Board, StepForwarder
+from loadertune.ranks.node import RankReport
+from loadertune.timing import StepRecord, StepTimer
+
+COLLECTIVE_MARGIN_S = 60.0  # a collective waits this much past the hang limit before failing
+
+
+@dataclasses.dataclass
+class _Link:
+    """This rank's place in the node, and its lines to the trial process."""
+
+    rank: int
+    world: int
+    board: Board
+    steps: StepForwarder
+    trial_pid: int
+    device: Any
+
+    def beat(self) -> None:
+        self.board.beat(self.rank)
+
+    def forward(self, record: StepRecord, timed: bool) -> None:
+        """Rank 0 sends the node's step (its own timing, the node's samples)."""
+        if self.rank == 0:
+            self.steps.send(record, timed)
+
+    def agree(self, samples: int, unsure: bool, late: bool) -> tuple[int, int, int]:
+        """(the node's samples in this step, ranks unsure of their rate, ranks out of time)."""
+        votes = torch.tensor([samples, int(unsure), int(late)], dtype=torch.float64)
+        votes = votes.to(self.device)
+        dist.all_reduce(votes)
+        node, unsure_ranks, late_ranks = (int(v) for v in votes.tolist())
+        return node, unsure_ranks, late_ranks
+
+
+class _BeatTimer(StepTimer):
+    """A step timer that beats on the board at every phase of the step."""
+
+    def __init__(self, beat: Any) -> None:
+        super().__init__()
+        self._beat = beat
+
+    def start(self) -> None:
+        super().start()
+        self._beat()
+
+    def batch_ready(self) -> None:
+        super().batch_ready()
+        self._beat()
+
+    def copied(self) -> None:
+        super().copied()
+        self._beat()
+
+
+def rank_device(name: str, local_rank: int) -> Any:
+    """The rank's device: ``cuda:<local_rank>`` where the trial runs on CUDA, else as named."""
+    from loadertune.trial import resolve_device
+
+    device = torch.device(resolve_device(name))
+    return torch.device("cuda", local_rank) if device.type == "cuda" else device
+
+
+@record
+def rank_main(
+    config: RunConfig,
+    store: Any,
+    dataset: Any,
+    board: Board,
+    steps: StepForwarder,
+    trial_pid: int,
+    hang_s: float,
+) -> RankReport:
+    """One rank, start to end; what it raises the launcher reports with the rank's number."""
+    rank = int(os.environ["RANK"])
+    # Forked from the launcher, the rank has its handlers: the launcher's SIGTERM must end a
+    # rank blocked in a collective at once; Ctrl-C is the trial process's to handle.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        board.started(rank)
+        device = rank_device(config.trial.device, int(os.environ["LOCAL_RANK"]))
+        link = _Link(rank, int(os.environ["WORLD_SIZE"]), board, steps, trial_pid, device)
+        return _run_rank(config, store, dataset, link, hang_s)
+    except BaseException:
+        board.failed(rank)
+        raise
+
+
+def _run_rank(
+    config: RunConfig, store: Any, dataset: Any, link: _Link, hang_s: float
+) -> RankReport:
+    from loadertune.accelerator import GpuMonitor, copy_figures, copy_timer
+    from loadertune.step_loop import synchronizer
+    from loadertune.trial import _build_workload
+
+    tc = config.trial
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if tc.torch_threads is None and threads and threads.isdigit():
+        torch.set_num_threads(int(threads))  # forked: the environment came too late for torch
+    device = link.device
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    timeout = timedelta(seconds=hang_s + COLLECTIVE_MARGIN_S)
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
+    try:
+        cfg = dataclasses.replace(config, trial=dataclasses.replace(tc, device=str(device)))
+        workload = _build_workload(cfg, store, dataset)
+        workload.step_fn = _paced(workload.step_fn, device, link)
+        copies = copy_timer(device, synchronizer(device))
+        gpu = GpuMonitor(device, tc.sample_hz) if cuda else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = _measure(tc, workload, store, copies, gpu, link)
+        seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
+        report.warnings = sorted(seen)
+        report.accelerator |= copy_figures(copies) if cuda else {}
+        return report
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _paced(step: Any, device: Any, link: _Link) -> Any:
+    from loadertune.ranks.pacing import distribute
+
+    return distribute(step, device, link.beat)
+
+
+@dataclasses.dataclass
+class _Window:
+    """The timed window as this rank saw it; the tree's figures on rank 0 only."""
+
+    timer: StepTimer
+    node: list[StepRecord]
+    truncated: bool
+    start: float
+    end: float
+    tree: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _measure(
+    tc: TrialConfig, workload: Any, store: Any, copies: Any, gpu: Any, link: _Link
+) -> RankReport:
+    """First batch, warm-up, the barrier, then the window; rank 0 samples the whole tree."""
+    from loadertune.models import split_batch
+    from loadertune.tree_sampler import TreeSampler
+    from loadertune.steady_state import warmup_steps
+    from loadertune.step_loop import StepLoop
+    from loadertune.trial import _build_loader, stop_rule
+
+    eff = workload.effective
+    warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
+    rule = stop_rule(tc, eff.num_workers)
+    loader = _build_loader(tc, workload, warmup, rule.max_steps, link.rank, link.world)
+    sampler = TreeSampler(tc.sample_hz, link.trial_pid) if link.rank == 0 else None
+    with sampler or contextlib.nullcontext():
+        step = workload.step_fn
+        loop = StepLoop(loader, link.device, eff.non_blocking, step, copies, split_batch)
+        measure_start = time.perf_counter()
+        link.beat()
+        first_batch_s = loop.first_batch(_BeatTimer(link.beat))
+        for _ in range(warmup):
+            record = loop.step(_BeatTimer(link.beat))
+            link.forward(dataclasses.replace(record, samples=record.samples * link.world), False)
+        dist.barrier()
+        window = _window(tc, rule, loop, store, gpu, link, sampler)
+        loop.close()
+    return RankReport(
+        rank=link.rank,
+        records=window.timer.records,
+        first_batch_s=first_batch_s,
+        warmup=warmup,
+        epochs=loop.epochs,
+        measure_start=measure_start,
+        window_start=window.start,
+        window_end=window.end,
+        truncated=window.truncated,
+        torch_threads=torch.get_num_threads(),
+        effective=eff,
+        device=str(link.device),
+        start_method=workload.start_method,
+        node_records=window.node if link.rank == 0 else [],
+        **window.tree,
+    )
+
+
+def _window(
+    tc: TrialConfig, rule: Any, loop: Any, store: Any, gpu: Any, link: _Link, sampler: Any
+) -> _Window:
+    """The timed window; rank 0 reads the whole tree's CPU and other work over it."""
+    from loadertune.interference import InterferenceMeter
+
+    meter = InterferenceMeter(link.trial_pid) if link.rank == 0 else None
+    loop.copies.reset()
+    if meter is not None:
+        store.window_started()
+        meter.start()
+    if gpu is not None:
+        gpu.start()
+    start = time.perf_counter()
+    timer, node, truncated = _time_steps(loop, rule, start + tc.time_limit_s, link)
+    end = time.perf_counter()
+    window = _Window(timer, node, truncated, start, end)
+    window.tree["accelerator"] = gpu.stop() if gpu is not None else {}
+    if meter is not None:
+        window.tree["interference"] = meter.stop()
+        store.window_ended(end - start)
+        samples = sampler.stop()  # its last sample sees the workers, still alive
+        window.tree |= {
+            "resources": samples.samples,
+            "memory_metric": samples.memory_metric,
+            "cpu_s": meter.tree_cpu_s - meter.cpu_s_by_pid.get(sampler.pid or -1, 0.0),
+            "storage": dict(store.figures),
+        }
+    return window
+
+
+def _time_steps(
+    loop: Any, rule: Any, deadline: float, link: _Link
+) -> tuple[StepTimer, list[StepRecord], bool]:
+    """Timed steps until every rank is sure of its rate, or one rank is out of time.
+
+    The checks fall on the same step counts on every rank, and the verdict is an all-reduce,
+    so every rank stops after the same step. Returns the timer, the node's steps (this
+    rank's timing, every rank's samples) and whether time ran out.
+    """
+    timer = _BeatTimer(link.beat)
+    node: list[StepRecord] = []
+    check_at = rule.min_steps
+    while True:
+        record = loop.step(timer)
+        steps = len(timer.records)
+        at_check = steps >= check_at
+        unsure = not (at_check and rule.sure(timer.records))
+        late = time.perf_counter() > deadline
+        samples, unsure_ranks, late_ranks = link.agree(record.samples, unsure, late)
+        node.append(dataclasses.replace(record, samples=samples))
+        link.forward(node[-1], True)
+        if at_check:
+            if unsure_ranks == 0:
+                return timer, node, False
+            check_at = rule.next_check(steps)
+        if late_ranks:
+            return timer, node, True

@@ -1,0 +1,90 @@
+"""The training loop a trial times: pull a batch, copy it to the device, step the model."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from loadertune import _torch_private
+from loadertune.accelerator import HostCopyTimer
+from loadertune.loader import tensors_in, to_device
+from loadertune.timing import StepRecord, StepTimer
+
+
+def synchronizer(device: Any) -> Callable[[], None]:
+    """Wait for queued device work, so timed regions end when the work does."""
+    import torch
+
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+class StepLoop:
+    """Pull batches (starting a new epoch when one runs out), copy them, step the model.
+
+    Each step ends synchronised with the device; ``copies`` times the host-to-device copy
+    (with CUDA events on a GPU, so the copy is not forced to finish before the step starts).
+    """
+
+    def __init__(
+        self,
+        loader: Any,
+        device: Any,
+        non_blocking: bool,
+        step_fn: Callable[[Any], None],
+        copies: HostCopyTimer,
+        split: Callable[[Any], tuple[Any, Any]],
+    ) -> None:
+        self.loader = loader
+        self.device = device
+        self.non_blocking = non_blocking
+        self.step_fn = step_fn
+        self.copies = copies
+        self.sync = copies.sync
+        self.split = split
+        self.epochs = 0
+        self._it: Any = None
+        self._pending: Any = None
+
+    def _next(self) -> Any:
+        if self._it is None:
+            self._it = iter(self.loader)
+            self.epochs += 1
+        try:
+            return next(self._it)
+        except StopIteration:
+            self._it = iter(self.loader)
+            self.epochs += 1
+            return next(self._it)
+
+    def first_batch(self, timer: StepTimer | None = None) -> float:
+        """Seconds from creating the iterator to the first batch; the batch is then trained on
+        (its step marked on ``timer``, a throwaway one by default)."""
+        start = time.perf_counter()
+        self._pending = self._next()
+        elapsed = time.perf_counter() - start
+        self.step(timer or StepTimer())
+        return elapsed
+
+    def step(self, timer: StepTimer) -> StepRecord:
+        timer.start()
+        if self._pending is not None:
+            batch, self._pending = self._pending, None
+        else:
+            batch = self._next()
+        timer.batch_ready()
+        self.copies.start()
+        batch = to_device(batch, self.device, self.non_blocking)  # whatever the collate made
+        self.copies.stop(*tensors_in(batch))
+        timer.copied()
+        self.step_fn(batch)
+        self.sync()
+        inputs, _ = self.split(batch)
+        return self.copies.finish(timer, timer.stepped(len(inputs)))
+
+    def close(self) -> None:
+        """Shut the workers down now rather than at garbage collection."""
+        _torch_private.shutdown_workers(self._it)
+        self._it = None

@@ -1,0 +1,142 @@
+"""``loadertune`` and ``loadertune -m`` with ``trial.nproc_per_node=2``, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from tests.conftest import FIXTURES, ROOT, with_tiny
+from tests.test_sweep import NAMED, finished, mlflow_runs, sweep
+
+pytestmark = pytest.mark.slow
+
+# ``++``: the key is set whether or not the YAML of the trial group lists it.
+TWO = "++trial.nproc_per_node=2"
+
+
+def _rank_metrics_recorded(run: object) -> None:
+    data = run.data  # type: ignore[attr-defined]
+    assert data.params["trial.nproc_per_node"] == "2"
+    for k in (0, 1):
+        assert data.metrics[f"rank{k}.time_per_sample_ms"] > 0
+        assert 0.0 <= data.metrics[f"rank{k}.data_wait_fraction"] <= 1.0
+    assert data.metrics["time_per_sample_ms"] > 0
+    assert "Slowest of 2 ranks: rank" in data.tags["bottleneck.why"]
+    assert data.tags["machine.rank_torch_threads"] == "1"  # torchrun's OMP_NUM_THREADS=1
+
+
+def test_a_single_two_rank_trial_is_recorded_with_each_rank(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env["PYTHONPATH"] = str(FIXTURES)
+    script = str(Path(sys.executable).with_name("loadertune"))
+    overrides = ["model=simulated", "model.step_ms=2", "loader.num_workers=1", TWO]
+    proc = subprocess.run(
+        [script, f"paths.output_root={tmp_path}", *with_tiny(overrides)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("loadertune")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    _rank_metrics_recorded(run)
+
+
+def test_a_two_rank_sweep_records_each_rank_of_every_trial(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        TWO,
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+    )
+    assert proc.returncode == 0, proc.stderr
+    trials = finished(tmp_path)  # enqueued baselines may still be waiting
+    assert len(trials) == 2
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    _, children, _ = mlflow_runs(tmp_path)
+    assert len(children) == 2
+    for child in children:
+        _rank_metrics_recorded(child)
+    by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
+    for t in trials:
+        value = by_number[t.number].data.metrics["time_per_sample_ms"]
+        assert value == pytest.approx(t.value)
+
+
+def test_torchrun_trains_on_settings_tuned_for_two_ranks(tmp_path: Path) -> None:
+    group = tmp_path / "outputs" / "conf" / "loader"
+    group.mkdir(parents=True)
+    (group / "best.yaml").write_text(
+        "# tuned for 2 ranks\nbatch_size: 4\nnum_workers: 1\nshuffle: true\nnproc_per_node: 2\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    overrides = [o for o in with_tiny(["model=simulated", "model.step_ms=2"]) if "loader." not in o]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in /tmp
+            str(ROOT / "scripts" / "train.py"),
+            "loader=best",
+            f"paths.output_root={tmp_path / 'outputs'}",
+            "+train.epochs=2",
+            *overrides,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # 48 images over 2 ranks, batches of 4: each rank trains 24 an epoch; rank 0 reports.
+    assert proc.stdout.count("epoch 1: 24 samples") == 1, proc.stdout
+    assert "tuned for" not in proc.stderr  # the world it was tuned for
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("loadertune-train")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])  # rank 0's only
+    assert run.data.params["loader.num_workers"] == "1"
+
+
+def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(tmp_path: Path) -> None:
+    proc = sweep(
+        tmp_path,
+        *NAMED,
+        TWO,
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+        "hydra.sweeper.verdict_repeats=2",
+        verdict=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (verdict,) = (tmp_path / "multirun").glob("*/*/verdict.md")
+    assert "Per rank: num_workers=" in verdict.read_text()
+    assert "worker processes on the node" in verdict.read_text()
+    (exported,) = (tmp_path / "multirun").glob("*/*/best_loader.yaml")
+    text = exported.read_text()
+    assert "nproc_per_node: 2" in text
+    assert "Tuned for 2 ranks per node" in text
+    from omegaconf import OmegaConf
+
+    from loadertune.loader import loader_config, tuned_for
+
+    node = OmegaConf.load(exported)
+    assert tuned_for(node) == 2
+    assert loader_config(node).num_workers in (0, 1)

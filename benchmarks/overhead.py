@@ -29,8 +29,9 @@ def bare_loop(config: Any, steps: int) -> float:
     from loadertune.datasets import build_dataset
     from loadertune.loader import build_dataloader, effective_settings, to_device
     from loadertune.models import build_train_step, split_batch
+    from loadertune.steady_state import stream_sampler, warmup_steps
     from loadertune.torch_rules import in_flight
-    from loadertune.trial import resolve_device, stream_sampler, warmup_steps
+    from loadertune.workload import resolve_device
 
     tc = config.trial
     torch.manual_seed(tc.seed)

@@ -46,8 +46,8 @@ def train(cfg: DictConfig) -> float:
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
     from loadertune.tracking import flatten, use_experiment
-    from loadertune.trial import resolve_device
     from loadertune.validation import validate
+    from loadertune.workload import resolve_device
 
     options: dict[str, Any] = dict(cfg.get("train") or {})
     epochs = int(options.get("epochs", 2))

@@ -155,7 +155,7 @@ def test_steps_beyond_the_dataset_read_it_again_in_one_stream(compose: Compose) 
 def test_stream_is_whole_shuffled_passes() -> None:
     import torch
 
-    from loadertune.trial import stream_sampler
+    from loadertune.steady_state import stream_sampler
 
     stream = stream_sampler(5, 12, shuffle=True, generator=torch.Generator().manual_seed(0))
     order = list(stream)

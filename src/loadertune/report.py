@@ -16,7 +16,7 @@ from loadertune.torch_rules import prefetch_factor_of
 if TYPE_CHECKING:
     from loadertune.result import TrialResult
     from loadertune.timing import StepRecord
-    from loadertune.trial import StepCallback
+    from loadertune.workload import StepCallback
 
 WIDE = 160  # columns when the output is not a terminal and COLUMNS is not set
 

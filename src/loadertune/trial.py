@@ -7,49 +7,24 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
-from loadertune.config import LoaderConfig, RunConfig, TrialConfig
-from loadertune.errors import ConfigError
+from loadertune.config import RunConfig, TrialConfig
 from loadertune.interference import Interference, InterferenceMeter
 from loadertune.monitor import peak_memory_bytes
 from loadertune.precision import StopRule, rate_ci
 from loadertune.result import TrialResult
-from loadertune.steady_state import stream_sampler, warmup_steps
+from loadertune.steady_state import warmup_steps
 from loadertune.step_loop import StepLoop, synchronizer
-from loadertune.timing import StepRecord, StepTimer, summarize
-from loadertune.torch_rules import in_flight
+from loadertune.timing import StepTimer, summarize
 from loadertune.tree_sampler import SamplerReport, TreeSampler
 from loadertune.validation import validate
+from loadertune.workload import StepCallback, Workload, build_loader, build_workload, stop_rule
 
 if TYPE_CHECKING:
     from loadertune.storage import StorageSession
-
-StepCallback = Callable[[StepRecord, bool], None]
-"""Called after every step with the record and whether it was inside the timed window."""
-
-
-def resolve_device(name: str) -> str:
-    """``auto`` picks CUDA when present, else the CPU; asking for absent CUDA is refused.
-
-    Raises:
-        ConfigError: ``trial.device`` names CUDA on a machine without it.
-    """
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(
-            "trial.device",
-            name,
-            "asks for CUDA but torch sees no CUDA device here",
-            "use trial.device=auto or cpu on this machine",
-        )
-    return name
 
 
 def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialResult:
@@ -79,17 +54,6 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     validate(config)
     with trial_guards(config.trial), open_storage(config.storage) as store:
         return _run_on_storage(config, store, on_step)
-
-
-@dataclass
-class _Workload:
-    """What a trial runs: the dataset, the loader settings that take effect, the model step."""
-
-    dataset: Any
-    effective: LoaderConfig
-    device: Any
-    step_fn: Callable[[Any], None]
-    start_method: str
 
 
 @dataclass
@@ -124,7 +88,7 @@ def _run_on_storage(
         from loadertune.ranks import run_ranks
 
         return run_ranks(config, store, on_step)
-    workload = _build_workload(config, store)
+    workload = build_workload(config, store)
     device = workload.device
     copies = copy_timer(device, synchronizer(device))
     gpu = GpuMonitor(device, config.trial.sample_hz) if device.type == "cuda" else None
@@ -137,80 +101,9 @@ def _run_on_storage(
     return _trial_result(workload, measured, store, sorted(seen), copied)
 
 
-def _build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> _Workload:
-    """Seed torch, build the dataset on the storage (unless given) and a model step, check."""
-    import torch
-
-    from loadertune import preflight
-    from loadertune.datasets import build_dataset
-    from loadertune.loader import effective_settings
-    from loadertune.models import build_train_step
-
-    tc = config.trial
-    torch.manual_seed(tc.seed)
-    if tc.torch_threads is not None:
-        torch.set_num_threads(tc.torch_threads)
-    device = torch.device(resolve_device(tc.device))
-    dataset = build_dataset(config, store) if dataset is None else dataset
-    num_classes = int(getattr(dataset, "num_classes", 0) or 10)
-    vocab_size = getattr(dataset, "vocab_size", None)
-    effective = effective_settings(config.loader, device)
-    sample = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
-    step_fn = build_train_step(
-        config.model, sample, num_classes, device, config.dataset.name, vocab_size
-    )
-    return _Workload(dataset, effective, device, step_fn, _start_method(effective))
-
-
-def _start_method(effective: LoaderConfig) -> str:
-    """How the loader's workers start: its context, else the platform's; ``none`` without."""
-    import torch.multiprocessing as mp
-
-    if effective.num_workers == 0:
-        return "none"
-    method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
-    return method or mp.get_all_start_methods()[0]
-
-
-def _build_loader(
-    tc: TrialConfig, workload: _Workload, warmup: int, steps: int, rank: int = 0, world: int = 1
-) -> Any:
-    """The DataLoader over a stream of indices that cannot run dry inside the window; with
-    ``world`` ranks, each rank's share of a stream ``world`` times as long."""
-    import torch
-
-    from loadertune.loader import build_dataloader
-
-    eff = workload.effective
-    ahead = in_flight(eff.num_workers, eff.prefetch_factor)
-    batches = 1 + warmup + steps + ahead + 1
-    stream = stream_sampler(
-        len(workload.dataset),
-        batches * (eff.batch_size or 1) * world,
-        eff.shuffle,
-        torch.Generator().manual_seed(tc.seed),
-    )
-    if world > 1:
-        from loadertune.ranks.share import RankShare
-
-        stream = RankShare(stream, rank, world)  # its share, through DistributedSampler
-    return build_dataloader(
-        workload.dataset,
-        eff,
-        workload.device,
-        sampler=stream,
-        generator=torch.Generator().manual_seed(tc.seed),
-    )
-
-
-def stop_rule(tc: TrialConfig, num_workers: int) -> StopRule:
-    """When the timed window has measured enough (:mod:`loadertune.precision`)."""
-    return StopRule.for_trial(tc.steps, tc.max_steps, tc.precision, num_workers)
-
-
 def _measure(
     tc: TrialConfig,
-    workload: _Workload,
+    workload: Workload,
     store: StorageSession,
     copies: HostCopyTimer,
     gpu: GpuMonitor | None,
@@ -223,7 +116,7 @@ def _measure(
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
     rule = stop_rule(tc, eff.num_workers)
-    loader = _build_loader(tc, workload, warmup, rule.max_steps)
+    loader = build_loader(tc, workload, warmup, rule.max_steps)
     with TreeSampler(tc.sample_hz) as sampler:
         loop = StepLoop(
             loader, workload.device, eff.non_blocking, workload.step_fn, copies, split_batch
@@ -287,7 +180,7 @@ def _time_steps(
 
 
 def _trial_result(
-    workload: _Workload,
+    workload: Workload,
     measured: _Measured,
     store: StorageSession,
     seen: list[str],

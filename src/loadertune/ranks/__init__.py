@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from loadertune.config import RunConfig
     from loadertune.result import TrialResult
     from loadertune.storage import StorageSession
-    from loadertune.trial import StepCallback
+    from loadertune.workload import StepCallback
 
 
 def run_ranks(

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from loadertune.config import RunConfig
     from loadertune.result import TrialResult
     from loadertune.storage import StorageSession
-    from loadertune.trial import StepCallback
+    from loadertune.workload import StepCallback
 
 PORT_TRIES = 5
 HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
@@ -66,9 +66,9 @@ def run_ranks(
     """
     from loadertune.machine import machine_info
     from loadertune.ranks.node import node_result
-    from loadertune.trial import _build_workload
+    from loadertune.workload import build_workload
 
-    workload = _build_workload(config, store)
+    workload = build_workload(config, store)
     store.before_loading()
     world = config.trial.nproc_per_node
     hang_s = config.trial.time_limit_s + HANG_MARGIN_S

@@ -82,7 +82,7 @@ class _BeatTimer(StepTimer):
 
 def rank_device(name: str, local_rank: int) -> Any:
     """The rank's device: ``cuda:<local_rank>`` where the trial runs on CUDA, else as named."""
-    from loadertune.trial import resolve_device
+    from loadertune.workload import resolve_device
 
     device = torch.device(resolve_device(name))
     return torch.device("cuda", local_rank) if device.type == "cuda" else device
@@ -119,7 +119,7 @@ def _run_rank(
 ) -> RankReport:
     from loadertune.accelerator import GpuMonitor, copy_figures, copy_timer
     from loadertune.step_loop import synchronizer
-    from loadertune.trial import _build_workload
+    from loadertune.workload import build_workload
 
     tc = config.trial
     threads = os.environ.get("OMP_NUM_THREADS")
@@ -133,7 +133,7 @@ def _run_rank(
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
     try:
         cfg = dataclasses.replace(config, trial=dataclasses.replace(tc, device=str(device)))
-        workload = _build_workload(cfg, store, dataset)
+        workload = build_workload(cfg, store, dataset)
         workload.step_fn = _paced(workload.step_fn, device, link)
         copies = copy_timer(device, synchronizer(device))
         gpu = GpuMonitor(device, tc.sample_hz) if cuda else None
@@ -172,15 +172,15 @@ def _measure(
 ) -> RankReport:
     """First batch, warm-up, the barrier, then the window; rank 0 samples the whole tree."""
     from loadertune.models import split_batch
-    from loadertune.tree_sampler import TreeSampler
     from loadertune.steady_state import warmup_steps
     from loadertune.step_loop import StepLoop
-    from loadertune.trial import _build_loader, stop_rule
+    from loadertune.tree_sampler import TreeSampler
+    from loadertune.workload import build_loader, stop_rule
 
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
     rule = stop_rule(tc, eff.num_workers)
-    loader = _build_loader(tc, workload, warmup, rule.max_steps, link.rank, link.world)
+    loader = build_loader(tc, workload, warmup, rule.max_steps, link.rank, link.world)
     sampler = TreeSampler(tc.sample_hz, link.trial_pid) if link.rank == 0 else None
     with sampler or contextlib.nullcontext():
         step = workload.step_fn

@@ -127,8 +127,8 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
 
-    from loadertune.trial import resolve_device
     from loadertune.validation import validate
+    from loadertune.workload import resolve_device
 
     config = compose.config
     default_workers = int(config.loader.num_workers)

@@ -19,6 +19,7 @@ from loadertune.result_stores import write_text_atomically
 from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
 from ..plan._guess import study_guess, study_range
+from ..study import _storage
 from . import _candidates, _text
 from ._candidates import Candidate, Recommendation
 from ._confidence import Assurance, assess, still_open
@@ -76,7 +77,9 @@ class VerdictRun:
 
         None when there is nothing to compare or the sweep was stopped.
         """
-        cands = _candidates.candidates(self.study.trials, top)
+        space = self.plan.baseline_space()  # the range asked for, widened where the guess did
+        searched = [t for t in self.study.trials if _storage.in_space(t, space)]
+        cands = _candidates.candidates(searched, top)
         if not cands:
             return None
         self.note(f"verdict: measuring {len(cands)} settings {repeats} times each, interleaved")

@@ -298,7 +298,8 @@ def test_a_sweep_trial_cut_to_one_step_fails_with_its_reason(tmp_path: Path) -> 
     assert ended[0].user_attrs["reason"] == "timeout"
     children = [r for r in _mlflow(tmp_path) if r.data.tags.get("loadertune.kind") == "trial"]
     assert [r.info.status for r in children] == ["FAILED"]
-    assert "time_per_sample_ms" not in children[0].data.metrics
+    assert children[0].data.tags["reason"] == "timeout"
+    assert "trial.time_limit_s=0.05" in proc.stdout + proc.stderr  # the first error shown
 
 
 # ---- a numeric range changed on resume ------------------------------------------------------
@@ -356,3 +357,16 @@ def test_a_range_changed_on_resume_drops_stale_queued_trials_and_recommends_insi
     recommended.discard(None)
     assert recommended and all(3 <= int(w) <= 6 for w in recommended)
     assert "Recommended: num_workers=" in second.stdout
+
+
+def test_the_use_line_names_the_output_root_of_the_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loadertune.exported import use_command
+
+    monkeypatch.chdir(tmp_path)
+    assert use_command("outputs/conf/loader/best.yaml") == "loadertune loader=best"
+    spaced = tmp_path / "my root"
+    assert use_command(spaced / "conf" / "loader" / "best.yaml") == (
+        f"loadertune loader=best 'paths.output_root={spaced}'"
+    )

@@ -9,6 +9,7 @@ and never another folder's. Hydra's own errors for a missing or broken option ar
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +31,17 @@ def output_root_of(argv: Sequence[str]) -> str:
 def exported_conf(argv: Sequence[str]) -> Path:
     """The config folder a verdict exports to, for the output root ``argv`` names."""
     return Path(output_root_of(argv)).expanduser() / "conf"
+
+
+def use_command(loader_file: str | Path) -> str:
+    """The command that measures an exported option again: ``loadertune loader=best``, and
+    the output root it lives under unless that is the default one (``./outputs``)."""
+    path = Path(loader_file)
+    root = path.parents[2]  # <root>/conf/loader/<name>.yaml
+    command = f"loadertune loader={path.stem}"
+    if root.expanduser().resolve() == Path(DEFAULT_OUTPUT_ROOT).resolve():
+        return command
+    return f"{command} {shlex.quote(f'paths.output_root={root}')}"
 
 
 def check_loader_choice(argv: Sequence[str]) -> None:

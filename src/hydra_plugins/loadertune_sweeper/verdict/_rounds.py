@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune.exported import use_command
 from loadertune.loader import loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.result_stores import write_text_atomically
@@ -194,6 +195,6 @@ def _export_header(plan: SweepPlan, rec: Recommendation) -> list[str]:
         f"{len(chosen.values)} repeats",
         f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
         f"gpu {host['gpu']}, torch {host['torch']}).",
-        "Use: loadertune loader=best  |  in training code: "
-        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
+        f"Use: {use_command(Path(plan.base.paths.output_root) / 'conf' / 'loader' / 'best.yaml')}"
+        "  |  in training code: loadertune.build_dataloader(dataset, this_file)",
     ]

@@ -23,6 +23,7 @@ Two throughputs are printed and logged:
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from typing import Any
 
@@ -183,4 +184,7 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    from loadertune.cli import check_loader_option
+
+    check_loader_option(sys.argv[1:])
     main()

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loadertune import resolvers
 from loadertune.errors import ConfigError
+from loadertune.exported import output_root_of
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
@@ -37,9 +38,9 @@ def run_from_hydra(cfg: DictConfig) -> float:
 
     link = channel.current()
     if link is not None:
-        result = run_trial(
-            to_run_config(cfg), on_step=lambda r, t: link.send(MessageKind.STEP, (r, t))
-        )
+        config = to_run_config(cfg)
+        result = run_trial(config, on_step=lambda r, t: link.send(MessageKind.STEP, (r, t)))
+        _refuse_short_window(config, result)
         link.send(MessageKind.RESULT, result)
         return result.objective
     config, result = _measure_here(cfg)
@@ -81,7 +82,9 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
         validate(config)
         _check_stores(config)
         with timing_lock("a trial", config.trial.host_lock), step_progress(config) as on_step:
-            return config, run_trial(config, on_step=on_step)
+            result = run_trial(config, on_step=on_step)
+        _refuse_short_window(config, result)
+        return config, result
     except (ConfigError, InfeasibleSetting, HostBusy, StoreUnavailable) as exc:
         print(f"loadertune: error: {exc}", file=sys.stderr)
         status = {HostBusy: ExitStatus.BUSY, StoreUnavailable: ExitStatus.INFRASTRUCTURE}
@@ -92,6 +95,17 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
             print("\n".join(printed), file=sys.stderr)
         print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
         sys.exit(ExitStatus.NO_RESULT)
+
+
+def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:
+    """A window the time limit cut below the steps a rate needs is a failed trial, not a
+    figure (:func:`loadertune.precision.too_short`)."""
+    from loadertune.failures import Reason, TrialFailure
+    from loadertune.precision import too_short
+
+    why = too_short(len(result.steps), config.trial.time_limit_s) if result.truncated else None
+    if why:
+        raise TrialFailure(Reason.TIMEOUT, why)
 
 
 def _check_stores(config: RunConfig) -> None:
@@ -145,17 +159,6 @@ _GROUPS = {
 }
 
 
-def output_root_of(argv: list[str]) -> str:
-    """The output root a command line asks for (the last ``paths.output_root=``), else the
-    default: Hydra writes its run directory there before the app runs."""
-    root = "outputs"
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+") == "paths.output_root":
-            root = value
-    return root
-
-
 def main() -> None:
     """Console-script entry point: the output root checked first, since Hydra writes there
     before anything else runs (a read-only or full disk: one line, exit status 5)."""
@@ -163,6 +166,7 @@ def main() -> None:
     from loadertune.result_stores import StoreUnavailable, check_writable
 
     sys.argv = sweeper_shortcuts(sys.argv)
+    check_loader_option(sys.argv[1:])
     if not {"--help", "-h", "--cfg", "-c", "--info", "--shell-completion"} & set(sys.argv):
         try:
             check_writable(output_root_of(sys.argv[1:]))
@@ -170,3 +174,16 @@ def main() -> None:
             print(f"loadertune: error: {exc}", file=sys.stderr)
             sys.exit(ExitStatus.INFRASTRUCTURE)
     _hydra_main()
+
+
+def check_loader_option(argv: list[str]) -> None:
+    """``loader=<exported option>`` that is missing or broken: one line, exit status 2, before
+    Hydra composes (:func:`loadertune.exported.check_loader_choice`)."""
+    from loadertune.exit_status import ExitStatus
+    from loadertune.exported import check_loader_choice
+
+    try:
+        check_loader_choice(argv)
+    except ConfigError as exc:
+        print(f"loadertune: error: {exc}", file=sys.stderr)
+        sys.exit(ExitStatus.BAD_INPUT)

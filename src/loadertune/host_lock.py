@@ -12,6 +12,7 @@ processes run under their sweep's lock and take none.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from loadertune.errors import ConfigError
-from loadertune.result_stores import write_text_atomically
+from loadertune.result_stores import StoreUnavailable, write_text_atomically
 
 MODES = ("wait", "refuse", "off")
 ENV_DIR = "LOADERTUNE_LOCK_DIR"
@@ -54,6 +55,28 @@ def lock_dir() -> Path:
     """Where the lock lives: ``$LOADERTUNE_LOCK_DIR``, else a per-user folder in tmp."""
     env = os.environ.get(ENV_DIR)
     return Path(env) if env else Path(tempfile.gettempdir()) / f"loadertune-{os.getuid()}"
+
+
+def check_lock_dir(directory: Path | None = None) -> None:
+    """Raise :class:`StoreUnavailable` if the lock's folder cannot hold the lock (a file in
+    its place, a read-only disk): called before a sweep opens its study, so nothing is left."""
+    folder = directory or lock_dir()
+    _open_lock(folder).close()
+
+
+def _open_lock(folder: Path) -> IO[str]:
+    """The lock file in ``folder``, opened for ``flock``; one line naming the fix if not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return open(folder / "timing.lock", "a+")
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        if exc.errno == errno.EEXIST:
+            why = "it is a file, not a folder"
+        raise StoreUnavailable(
+            f"{ENV_DIR}={folder}: the host's timing lock cannot be kept there ({why}). Fix: "
+            f"point {ENV_DIR} at a writable folder, or unset it for the per-user folder in tmp"
+        ) from None
 
 
 def check_mode(key: str, mode: str) -> None:
@@ -94,8 +117,7 @@ def timing_lock(
         yield
         return
     folder = directory or lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "timing.lock", "a+") as handle:
+    with _open_lock(folder) as handle:
         _acquire(handle, folder, mode, say or _stderr)
         holder = Holder(os.getpid(), socket.gethostname(), what, _now())
         write_text_atomically(folder / "holder.json", json.dumps(asdict(holder)))

@@ -13,11 +13,14 @@ named tuples, tuples and sequences, and calls ``pin_memory()`` on objects that h
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune import torch_rules
 from loadertune.config import LoaderConfig
+from loadertune.errors import ConfigError
 from loadertune.validation import validate_loader
 
 if TYPE_CHECKING:
@@ -33,12 +36,20 @@ TUNED_FOR = "nproc_per_node"
 settings are per rank); absent means one."""
 
 
-def loader_config(cfg: LoaderConfig | Mapping[str, Any]) -> LoaderConfig:
-    """Accept a :class:`LoaderConfig`, a dict, or an OmegaConf node (e.g. ``best_loader.yaml``)."""
+LoaderSource = LoaderConfig | Mapping[str, Any] | str | os.PathLike[str]
+"""What :func:`build_dataloader` takes: settings, or the path of a ``best_loader.yaml``."""
+
+
+def loader_config(cfg: LoaderSource) -> LoaderConfig:
+    """Accept a :class:`LoaderConfig`, a dict, an OmegaConf node, or the path of a
+    ``best_loader.yaml``; anything else, or no settings at all, is one line naming the fix."""
     if isinstance(cfg, LoaderConfig):
         return cfg
     from loadertune.config_schema import structured
 
+    if isinstance(cfg, str | os.PathLike):
+        cfg = read_loader_yaml(cfg)
+    _check_settings(cfg, "loader", "the loader settings given")
     settings = {k: v for k, v in dict(cfg).items() if k != TUNED_FOR}
     return structured("loader", LoaderConfig, settings)  # type: ignore[no-any-return]
 
@@ -50,6 +61,40 @@ def tuned_for(cfg: LoaderConfig | Mapping[str, Any]) -> int:
     return int(dict(cfg).get(TUNED_FOR) or 1)
 
 
+def read_loader_yaml(path: str | os.PathLike[str], key: str = "loader") -> dict[str, Any]:
+    """The settings in a ``best_loader.yaml`` (or ``conf/loader/best.yaml``), read safely;
+    a file that is missing, not YAML, empty or not a mapping is one line naming the file."""
+    import yaml
+
+    where = Path(path)
+    fix = (
+        f"export it again (run the sweep, or AutoLoader with export=), or remove {where} and "
+        "use loader=default"
+    )
+    try:
+        data = yaml.safe_load(where.read_text())
+    except OSError as exc:
+        raise ConfigError(key, where, f"cannot be read ({exc.strerror or exc})", fix) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(key, where, f"is not valid YAML ({problem}{at})", fix) from None
+    _check_settings(data, key, str(where), fix)
+    return dict(data)
+
+
+def _check_settings(data: object, key: str, what: str, fix: str = "") -> None:
+    """Refuse loader settings that are not a non-empty mapping of ``loader.*`` keys."""
+    fix = fix or "pass a mapping of loader keys (batch_size, num_workers, ...), or LoaderConfig()"
+    if data is None or (isinstance(data, Mapping) and not data):
+        raise ConfigError(key, what, "holds no loader settings (empty)", fix)
+    if not isinstance(data, Mapping):
+        listed = isinstance(data, Sequence) and not isinstance(data, str)
+        kind = "a list" if listed else f"a {type(data).__name__}"
+        raise ConfigError(key, what, f"is {kind}, not a mapping of loader keys", fix)
+
+
 def accelerator_available(device: torch.device | str | None = None) -> bool:
     """True when batches will be copied to an accelerator that pinned memory speeds up."""
     import torch
@@ -59,9 +104,7 @@ def accelerator_available(device: torch.device | str | None = None) -> bool:
     return torch.device(device).type in ("cuda", "xpu")
 
 
-def effective_settings(
-    cfg: LoaderConfig | Mapping[str, Any], device: torch.device | str | None = None
-) -> LoaderConfig:
+def effective_settings(cfg: LoaderSource, device: torch.device | str | None = None) -> LoaderConfig:
     """The settings that actually take effect: a no-op ``pin_memory`` is recorded as off."""
     loader = loader_config(cfg)
     validate_loader(loader)
@@ -84,7 +127,7 @@ def dataloader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
 
 def build_dataloader(
     dataset: Dataset[Any],
-    loader_cfg: LoaderConfig | Mapping[str, Any],
+    loader_cfg: LoaderSource,
     device: torch.device | str | None = None,
     **extra: Any,
 ) -> DataLoader[Any]:
@@ -92,8 +135,8 @@ def build_dataloader(
 
     Args:
         dataset: any map-style dataset.
-        loader_cfg: a :class:`LoaderConfig`, a dict or an OmegaConf node with its keys
-            (``loadertune``'s ``best_loader.yaml`` loads with ``OmegaConf.load``).
+        loader_cfg: a :class:`LoaderConfig`, a dict or an OmegaConf node with its keys,
+            or the path of ``loadertune``'s ``best_loader.yaml`` (read and checked here).
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
             ``None`` means CUDA if available.
         **extra: passed to ``DataLoader`` unchanged (``sampler``, ``generator``...); a
@@ -107,6 +150,8 @@ def build_dataloader(
 
     from loadertune.user_code import loader_callables
 
+    if isinstance(loader_cfg, str | os.PathLike):
+        loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
     kwargs = dataloader_kwargs(effective) | loader_callables(effective)
     if "sampler" not in extra and "batch_sampler" not in extra:

@@ -22,12 +22,25 @@ from loadertune.timing import StepRecord, cycle_bounds, span
 MIN_BLOCKS = 5  # fewer blocks than this: too few to judge the spread, keep timing
 MAX_BLOCKS = 10  # more cycles than blocks: cycles are grouped, blocks grow with the window
 MAX_STEPS_FACTOR = 3  # trial.max_steps when left null: this many times trial.steps
+MIN_STEPS = 2  # timed steps a window needs at least: fewer measure noise, not a rate
 
 # Student's t, two-sided 95% (its 0.975 quantile), by degrees of freedom (blocks - 1).
 _T975 = {
     1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
     9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980,
 }  # fmt: skip
+
+
+def too_short(timed_steps: int, time_limit_s: float) -> str | None:
+    """Why a window that ``trial.time_limit_s`` stopped after ``timed_steps`` is no figure
+    (fewer than :data:`MIN_STEPS`, the floor ``trial.steps`` is held to), or None."""
+    if timed_steps >= MIN_STEPS:
+        return None
+    return (
+        f"trial.time_limit_s={time_limit_s:g}: the limit stopped the window after "
+        f"{timed_steps} timed step(s), and a rate needs at least {MIN_STEPS}. Fix: raise "
+        "trial.time_limit_s above the time of a few steps"
+    )
 
 
 def t975(df: int) -> float:

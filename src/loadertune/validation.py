@@ -24,8 +24,7 @@ from loadertune.errors import ConfigError
 from loadertune.host_lock import check_mode
 from loadertune.imports import import_target
 from loadertune.machine import cpu_budget
-
-MIN_STEPS = 2  # timed steps a window needs at least
+from loadertune.precision import MAX_STEPS_FACTOR, MIN_STEPS
 
 
 def validate_loader(loader: LoaderConfig, prefix: str = "loader") -> None:
@@ -94,7 +93,8 @@ def validate_trial(trial: TrialConfig) -> None:
             "trial.max_steps",
             trial.max_steps,
             f"must be >= trial.steps ({trial.steps}), the steps timed at least",
-            f"e.g. trial.max_steps={8 * trial.steps}, or null for 8 x trial.steps",
+            f"e.g. trial.max_steps={MAX_STEPS_FACTOR * trial.steps}, or null for "
+            f"{MAX_STEPS_FACTOR} x trial.steps",
         )
     if trial.precision is not None and not 0 < trial.precision < 1:
         raise ConfigError(

@@ -2,8 +2,9 @@
 
 Optuna's heartbeats and stale-trial detection are built for ``optimize()``; an ask/tell sweep
 that keeps its own heartbeats needs the storage and the trial's storage id, which ``Study``
-and ``Trial`` do not expose publicly. Everything else the sweeper does with Optuna goes
-through its public API.
+and ``Trial`` do not expose publicly; a queued trial's settings and whether a value lies in
+a distribution have no public accessor either. Everything else the sweeper does with Optuna
+goes through its public API.
 """
 
 from __future__ import annotations
@@ -47,6 +48,28 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
     """The storage id of a trial (not its number): heartbeats and user attrs of a trial
     another process owns are keyed by it (``_trial_id``)."""
     return int(trial._trial_id)
+
+
+def fixed_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The settings ``enqueue_trial`` fixed for a queued (WAITING) trial: Optuna keeps them in
+    the trial's ``fixed_params`` system attr until the trial is asked for."""
+    fixed = trial.system_attrs.get("fixed_params") or {}
+    return dict(fixed)
+
+
+def contains(dist: Any, value: Any) -> bool:
+    """Whether ``value`` is a point of the distribution ``dist`` (its ``_contains``, the check
+    Optuna makes before warning that a fixed parameter is out of range)."""
+    try:
+        return bool(dist._contains(dist.to_internal_repr(value)))
+    except (ValueError, TypeError):
+        return False
+
+
+def claim_waiting(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Take a queued trial as ``study.ask()`` does (WAITING to RUNNING), so it can be told;
+    False if another process took it first."""
+    return bool(storage(study).set_trial_state_values(trial_id(trial), TrialState.RUNNING))
 
 
 def stale_trial_ids(study: optuna.Study) -> list[int]:

@@ -29,8 +29,10 @@ def fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:
     sys.exit(int(status))
 
 
-def check_stores(plan: SweepPlan) -> None:
-    """The output root writable with room to spare, the tracking server answering."""
+def check_stores(plan: SweepPlan, lock_mode: str = "off") -> None:
+    """The output root writable with room to spare, the tracking server answering, the host's
+    timing lock's folder usable (unless ``lock_mode`` is off)."""
+    from loadertune.host_lock import check_lock_dir
     from loadertune.tracking import tracking_uri
 
     base = plan.base
@@ -38,6 +40,8 @@ def check_stores(plan: SweepPlan) -> None:
         check_writable(base.paths.output_root)
         if base.tracking.enabled:
             check_tracking_server(tracking_uri(base.tracking, base.paths.output_root))
+        if lock_mode != "off":
+            check_lock_dir()
     except StoreUnavailable as exc:
         fail(str(exc), INFRA)
 

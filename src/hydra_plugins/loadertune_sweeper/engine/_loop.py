@@ -103,9 +103,9 @@ class SweepEngine:
             pruner = create_pruner(s.pruner)
         except (ConfigError, ValueError, ImportError) as exc:
             fail(str(exc))
-        check_stores(plan)
-        study = self._open(plan, sampler, pruner)
         self.lock_mode = "off" if s.allow_parallel_trials else s.host_lock
+        check_stores(plan, self.lock_mode)
+        study = self._open(plan, sampler, pruner)
         try:
             with timing_lock(f"a sweep of study '{plan.study_name}'", self.lock_mode):
                 ending = self._run(plan, study, sampler)
@@ -154,6 +154,7 @@ class SweepEngine:
         orphans = _storage.fail_orphaned_trials(study)
         requeued = queue_baselines(study, plan.space, sampler, plan.base.trial.nproc_per_node)
         ranged = _guess.restore_range(study, plan, s.guess_range)
+        dropped = _storage.drop_out_of_range(study, plan.baseline_space())
         plan.sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")
         budget = _storage.Budget.of(s.n_trials, s.max_trials_total, s.count_trials, study)
@@ -164,6 +165,11 @@ class SweepEngine:
         view = _console.SweepView(study, budget.shown, plan, orphans)
         if ranged:
             view.note(ranged)
+        if dropped:
+            view.note(
+                f"{len(dropped)} queued trial(s) lie outside the range searched now and are "
+                f"dropped (not counted): {'; '.join(dropped)}"
+            )
         for line in resumed(study, requeued, recorder, locked=self.lock_mode != "off"):
             view.note(line)
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)

@@ -16,6 +16,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from rich.table import Table
 
+from loadertune.exported import use_command
 from loadertune.report import wide_console
 
 from .._keys import Results, TrialAttr
@@ -80,7 +81,7 @@ class SweepView:
         self.console.print(verdict_table(rec, cands))
         self.console.print(f"[dim]{ORDER}[/]")
         self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
-        self.console.print(f"exported: {loader}  (use: loadertune loader=best)", soft_wrap=True)
+        self.console.print(f"exported: {loader}  (use: {use_command(loader)})", soft_wrap=True)
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]{text}", soft_wrap=True)
@@ -169,7 +170,8 @@ def outcome_lines(results: dict[str, Any]) -> list[str]:
             f"[bold green]recommended:[/] {params} (trial {rec['trial_number']}): "
             f"{rec['time_per_sample_ms']:.4f} ms/sample, {rec['samples_per_s']:,.0f} samples/s "
             f"(median of {rec['repeats']} verdict repeats); confidence {rec['confidence']}",
-            f"written to: {' and '.join(rec['written_to'])}  (use: loadertune loader=best)",
+            f"written to: {' and '.join(rec['written_to'])}  "
+            f"(use: {use_command(rec['written_to'][-1])})",
         ]
     if results.get(Results.BEST_VALUE) is None:
         return ["no trial completed: nothing to recommend"]

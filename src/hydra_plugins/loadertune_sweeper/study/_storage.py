@@ -40,7 +40,8 @@ from . import _hosts
 
 INTERRUPTED = Reason.INTERRUPTED.value  # the sweep that ran the trial died: it measured nothing
 OVER_BUDGET = "over_budget"  # asked for after another host took the study's last place
-LOST = (INTERRUPTED, OVER_BUDGET)  # FAIL reasons that do not count toward a total
+OUT_OF_RANGE = "out_of_range"  # queued before the command line changed the range it searches
+LOST = (INTERRUPTED, OVER_BUDGET, OUT_OF_RANGE)  # FAIL reasons not counted toward a total
 
 HEARTBEAT_S = 10  # a server-backed study's sweep records a heartbeat this often
 GRACE_S = 60  # a RUNNING trial whose heartbeat is older than this is failed by any host
@@ -142,6 +143,38 @@ def space_conflict(study: optuna.Study, space: dict[str, Any]) -> str | None:
                     "keep the study's choices, or name a new study with hydra.sweeper.study_name"
                 )
     return None
+
+
+def in_space(trial: FrozenTrial, space: dict[str, Any]) -> bool:
+    """Whether every setting of ``trial`` that ``space`` searches lies in ``space``.
+
+    A resumed study whose range the command line changed searches and recommends only in
+    the range asked for: the command line wins, as it does over the guess's range
+    (``plan._guess.restore_range``), and the trials measured inside it stay useful; a
+    changed choice list, which Optuna cannot search at all, is refused (:func:`space_conflict`).
+    """
+    params = trial.params or _optuna_private.fixed_params(trial)
+    return all(
+        _optuna_private.contains(space[name], value)
+        for name, value in params.items()
+        if name in space
+    )
+
+
+def drop_out_of_range(study: optuna.Study, space: dict[str, Any]) -> list[str]:
+    """FAIL (reason ``out_of_range``, not counted) the queued trials whose settings lie
+    outside ``space``, so a resumed study never measures a stale setting; what was dropped."""
+    dropped = []
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        fixed = _optuna_private.fixed_params(frozen)
+        if in_space(frozen, space) or not _optuna_private.claim_waiting(study, frozen):
+            continue
+        trial = optuna.trial.Trial(study, _optuna_private.trial_id(frozen))
+        trial.set_user_attr(TrialAttr.REASON, OUT_OF_RANGE)
+        study.tell(frozen.number, state=TrialState.FAIL)
+        shown = ", ".join(f"{k.lstrip('+')}={v}" for k, v in fixed.items() if k in space)
+        dropped.append(f"trial {frozen.number} ({shown})")
+    return dropped
 
 
 def claim(trial: optuna.trial.Trial) -> None:

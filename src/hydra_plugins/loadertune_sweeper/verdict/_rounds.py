@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune.exported import use_command
 from loadertune.loader import TUNED_FOR, loader_yaml
 from loadertune.machine import usable_cpus
 from loadertune.result_stores import write_text_atomically
@@ -19,6 +20,7 @@ from loadertune.result_stores import write_text_atomically
 from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
 from ..plan._guess import study_guess, study_range
+from ..study import _storage
 from . import _candidates, _text
 from ._candidates import Candidate, Recommendation
 from ._confidence import Assurance, assess, still_open
@@ -76,7 +78,9 @@ class VerdictRun:
 
         None when there is nothing to compare or the sweep was stopped.
         """
-        cands = _candidates.candidates(self.study.trials, top)
+        space = self.plan.baseline_space()  # the range asked for, widened where the guess did
+        searched = [t for t in self.study.trials if _storage.in_space(t, space)]
+        cands = _candidates.candidates(searched, top)
         if not cands:
             return None
         self.note(f"verdict: measuring {len(cands)} settings {repeats} times each, interleaved")
@@ -203,6 +207,6 @@ def _export_header(plan: SweepPlan, rec: Recommendation) -> list[str]:
         f"{len(chosen.values)} repeats",
         f"on {host['host']} ({host['usable_cpus']} usable CPUs, {host['cpu_model']}, "
         f"gpu {host['gpu']}, torch {host['torch']}).",
-        "Use: loadertune loader=best  |  in training code: "
-        "loadertune.build_dataloader(dataset, OmegaConf.load(this_file))",
+        f"Use: {use_command(Path(plan.base.paths.output_root) / 'conf' / 'loader' / 'best.yaml')}"
+        "  |  in training code: loadertune.build_dataloader(dataset, this_file)",
     ]

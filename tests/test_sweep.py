@@ -205,9 +205,9 @@ def test_trial_left_running_by_a_dead_sweep_is_marked_failed(tmp_path: Path) -> 
     optuna.create_study(storage=storage, study_name="s")
     code = (
         "import optuna, sys; sys.path.insert(0, 'src');"
-        "from hydra_plugins.loadertune_sweeper import _study;"
+        "from hydra_plugins.loadertune_sweeper.study import _storage;"
         f"s = optuna.load_study(study_name='s', storage='{storage}');"
-        "t = s.ask(); _study.claim(t)"
+        "t = s.ask(); _storage.claim(t)"
     )
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import psutil
 import pytest
@@ -251,3 +252,23 @@ def test_one_rank_keeps_the_effective_key(compose: Callable[[Sequence[str]], Dic
     del trial["nproc_per_node"]
     assert _trial_identity(config) == trial  # as the key was made before the field existed
     assert _trial_identity(two)["nproc_per_node"] == 2
+
+
+@pytest.mark.parametrize(("ranks", "cpus", "high"), [(1, 8, 16), (2, 8, 8), (4, 8, 4), (3, 2, 2)])
+def test_the_default_workers_range_is_twice_the_cpus_of_each_rank(
+    monkeypatch: pytest.MonkeyPatch, ranks: int, cpus: int, high: int
+) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from loadertune import machine, resolvers
+
+    monkeypatch.setattr(machine, "usable_cpus", lambda: cpus)
+    resolvers.register()
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=[f"trial.nproc_per_node={ranks}"], return_hydra_config=True
+        )
+        params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True)
+    assert isinstance(params, dict)
+    assert params["loader.num_workers"] == f"int(interval(0, {high}))"

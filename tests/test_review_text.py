@@ -94,6 +94,12 @@ def test_the_last_lines_name_the_recommendation_or_say_there_is_none() -> None:
     assert "loader.num_workers=3 (trial 7): 1.2500 ms/sample, 800 samples/s" in head
     assert "confidence high" in head
     assert where.startswith("written to: a/best_loader.yaml and conf/loader/best.yaml")
+    ranked = {**recommended, "loader": {"num_workers": 3, "nproc_per_node": 2}}
+    head, per_rank, where = outcome_lines({**results, "recommended": ranked})
+    assert per_rank == (
+        "Per rank: num_workers=3 in each of 2 ranks (trial.nproc_per_node=2), "
+        "6 worker processes on the node."
+    )
 
 
 def _trial(number: int, workers: int, value: float | None, **attrs: object) -> FrozenTrial:

@@ -17,9 +17,11 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.table import Table
 
 from loadertune.exported import use_command
+from loadertune.loader import TUNED_FOR
 from loadertune.report import wide_console
 
 from .._keys import Results, TrialAttr
+from ..verdict._text import per_rank_line
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
@@ -166,19 +168,24 @@ def outcome_lines(results: dict[str, Any]) -> list[str]:
     rec = results.get(Results.RECOMMENDED)
     if rec:
         params = " ".join(f"{k}={v}" for k, v in rec["params"].items()) or "(defaults)"
-        return [
+        lines = [
             f"[bold green]recommended:[/] {params} (trial {rec['trial_number']}): "
             f"{rec['time_per_sample_ms']:.4f} ms/sample, {rec['samples_per_s']:,.0f} samples/s "
             f"(median of {rec['repeats']} verdict repeats); confidence {rec['confidence']}",
             f"written to: {' and '.join(rec['written_to'])}  "
             f"(use: {use_command(rec['written_to'][-1])})",
         ]
+        loader = rec.get("loader") or {}
+        ranks = int(loader.get(TUNED_FOR) or 1)
+        if ranks > 1:  # the settings are each rank's
+            lines.insert(1, per_rank_line(int(loader["num_workers"]), ranks))
+        return lines
     if results.get(Results.BEST_VALUE) is None:
         return ["no trial completed: nothing to recommend"]
     params = " ".join(f"{k}={v}" for k, v in (results.get(Results.BEST_PARAMS) or {}).items())
     return [
         f"fastest in the search (no verdict, so not a recommendation): trial "
-        f"{results['best_trial_number']} at {results['best_value']:.4f} ms/sample with "
+        f"{results[Results.BEST_TRIAL_NUMBER]} at {results[Results.BEST_VALUE]:.4f} ms/sample with "
         f"{params or '(defaults)'}"
     ]
 

@@ -78,6 +78,21 @@ class Results:
     RECOMMENDED: Final = "recommended"
 
 
+class Recommended:
+    """Keys of the ``recommended:`` block of ``optimization_results.yaml`` (the verdict's pick)."""
+
+    TRIAL_NUMBER: Final = "trial_number"
+    PARAMS: Final = "params"  # the searched values, plain keys
+    LOADER: Final = "loader"  # the loader settings exported, as best_loader.yaml has them
+    TIME_PER_SAMPLE_MS: Final = "time_per_sample_ms"
+    SAMPLES_PER_S: Final = "samples_per_s"
+    REPEATS: Final = "repeats"
+    CONFIDENCE: Final = "confidence"
+    CONFIDENCE_WHY: Final = "confidence_why"
+    WRITTEN_TO: Final = "written_to"  # best_loader.yaml, then the loader=best file
+    AGREED_BY: Final = "agreed_by"  # a fan-out's joined pick: the workers whose verdicts agree
+
+
 @dataclass(frozen=True)
 class TrialFigures:
     """What a measured trial's process left behind, kept with the Optuna trial (user attrs

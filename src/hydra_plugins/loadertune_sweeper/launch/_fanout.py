@@ -27,7 +27,7 @@ from loadertune.errors import ConfigError
 
 from .._hydra_private import BASIC_LAUNCHER as BASIC
 from .._hydra_private import job_error
-from .._keys import Results, TrialAttr
+from .._keys import Recommended, Results, TrialAttr
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
@@ -225,11 +225,14 @@ def joint_recommendation(verdicts: dict[str, dict[str, Any]]) -> tuple[dict[str,
             "no verdict ran (hydra.sweeper.verdict_repeats=0 on the workers); run the same "
             "command once on one node with the verdict on to get a recommendation"
         )
-    settings = {name: block.get("loader") for name, block in verdicts.items()}
+    settings = {name: block.get(Recommended.LOADER) for name, block in verdicts.items()}
     block = next(iter(verdicts.values()))
-    if all(loader == block.get("loader") for loader in settings.values()):
-        joint = {**block, "agreed_by": list(verdicts)}
-        return joint, f"recommended by {len(verdicts)} worker verdict(s) alike: {block['loader']}"
+    if all(loader == block.get(Recommended.LOADER) for loader in settings.values()):
+        joint = {**block, Recommended.AGREED_BY: list(verdicts)}
+        return (
+            joint,
+            f"recommended by {len(verdicts)} worker verdict(s) alike: {block[Recommended.LOADER]}",
+        )
     said = "; ".join(f"{name} {loader}" for name, loader in settings.items())
     return None, (
         f"the workers' verdicts differ ({said}): run the same command once on one node with "

@@ -20,7 +20,7 @@ from loadertune.exported import use_command
 from loadertune.loader import TUNED_FOR
 from loadertune.report import wide_console
 
-from .._keys import Results, TrialAttr
+from .._keys import Recommended, Results, TrialAttr
 from ..verdict._text import per_rank_line
 
 if TYPE_CHECKING:
@@ -167,19 +167,7 @@ def outcome_lines(results: dict[str, Any]) -> list[str]:
     without a verdict, the search's fastest measurement, named as such."""
     rec = results.get(Results.RECOMMENDED)
     if rec:
-        params = " ".join(f"{k}={v}" for k, v in rec["params"].items()) or "(defaults)"
-        lines = [
-            f"[bold green]recommended:[/] {params} (trial {rec['trial_number']}): "
-            f"{rec['time_per_sample_ms']:.4f} ms/sample, {rec['samples_per_s']:,.0f} samples/s "
-            f"(median of {rec['repeats']} verdict repeats); confidence {rec['confidence']}",
-            f"written to: {' and '.join(rec['written_to'])}  "
-            f"(use: {use_command(rec['written_to'][-1])})",
-        ]
-        loader = rec.get("loader") or {}
-        ranks = int(loader.get(TUNED_FOR) or 1)
-        if ranks > 1:  # the settings are each rank's
-            lines.insert(1, per_rank_line(int(loader["num_workers"]), ranks))
-        return lines
+        return _recommended_lines(rec)
     if results.get(Results.BEST_VALUE) is None:
         return ["no trial completed: nothing to recommend"]
     params = " ".join(f"{k}={v}" for k, v in (results.get(Results.BEST_PARAMS) or {}).items())
@@ -214,3 +202,22 @@ def _window_note(result: TrialResult) -> str:
         other += f", steal {result.steal_percent:.0f}%"
     parts.append(other)
     return "  [dim]" + "  ".join(parts) + "[/]"
+
+
+def _recommended_lines(rec: dict[str, Any]) -> list[str]:
+    """The verdict's pick (the ``recommended:`` block), where it was written, and with
+    several ranks, that its workers are each rank's."""
+    R = Recommended
+    params = " ".join(f"{k}={v}" for k, v in rec[R.PARAMS].items()) or "(defaults)"
+    written = rec[R.WRITTEN_TO]
+    lines = [
+        f"[bold green]recommended:[/] {params} (trial {rec[R.TRIAL_NUMBER]}): "
+        f"{rec[R.TIME_PER_SAMPLE_MS]:.4f} ms/sample, {rec[R.SAMPLES_PER_S]:,.0f} samples/s "
+        f"(median of {rec[R.REPEATS]} verdict repeats); confidence {rec[R.CONFIDENCE]}",
+        f"written to: {' and '.join(written)}  (use: {use_command(written[-1])})",
+    ]
+    loader = rec.get(R.LOADER) or {}
+    ranks = int(loader.get(TUNED_FOR) or 1)
+    if ranks > 1:  # the settings are each rank's
+        lines.insert(1, per_rank_line(int(loader["num_workers"]), ranks))
+    return lines

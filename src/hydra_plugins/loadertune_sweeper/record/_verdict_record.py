@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from loadertune.search_rules import plain_key
 
-from .._keys import Tag
+from .._keys import Recommended, Tag
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -44,15 +44,15 @@ def recommended_block(verdict: Verdict, sweep_dir: Path) -> dict[str, Any]:
     verdict's figures for them, how sure, which trial, and where they were written."""
     chosen = verdict.rec.chosen
     return {
-        "trial_number": chosen.trial.number,
-        "params": {plain_key(k): v for k, v in chosen.trial.params.items()},
-        "loader": dict(verdict.settings),
-        "time_per_sample_ms": chosen.median,
-        "samples_per_s": _median(chosen.samples_per_s),
-        "repeats": len(chosen.values),
-        "confidence": verdict.assurance.level.value,
-        "confidence_why": verdict.assurance.why,
-        "written_to": [str(sweep_dir / "best_loader.yaml"), str(verdict.loader_file)],
+        Recommended.TRIAL_NUMBER: chosen.trial.number,
+        Recommended.PARAMS: {plain_key(k): v for k, v in chosen.trial.params.items()},
+        Recommended.LOADER: dict(verdict.settings),
+        Recommended.TIME_PER_SAMPLE_MS: chosen.median,
+        Recommended.SAMPLES_PER_S: _median(chosen.samples_per_s),
+        Recommended.REPEATS: len(chosen.values),
+        Recommended.CONFIDENCE: verdict.assurance.level.value,
+        Recommended.CONFIDENCE_WHY: verdict.assurance.why,
+        Recommended.WRITTEN_TO: [str(sweep_dir / "best_loader.yaml"), str(verdict.loader_file)],
     }
 
 

@@ -12,6 +12,7 @@ Torch is imported only inside the functions.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any
 
 
@@ -98,7 +99,8 @@ def unwatch_all_workers() -> None:
 
     from torch.utils.data import dataloader
 
-    with contextlib.suppress(Exception):  # private to PyTorch: best effort
+    with contextlib.suppress(Exception), warnings.catch_warnings():  # best effort
+        warnings.simplefilter("ignore")  # isinstance() on deprecated torch objects warns
         for obj in gc.get_objects():
             if isinstance(obj, dataloader._MultiProcessingDataLoaderIter):
                 unwatch_workers(obj)

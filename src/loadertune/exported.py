@@ -37,8 +37,10 @@ def use_command(loader_file: str | Path) -> str:
     """The command that measures an exported option again: ``loadertune loader=best``, and
     the output root it lives under unless that is the default one (``./outputs``)."""
     path = Path(loader_file)
-    root = path.parents[2]  # <root>/conf/loader/<name>.yaml
     command = f"loadertune loader={path.stem}"
+    if path.parent.name != "loader" or path.parent.parent.name != "conf":
+        return command  # not an exported option's place: nothing to add
+    root = path.parents[2]  # <root>/conf/loader/<name>.yaml
     if root.expanduser().resolve() == Path(DEFAULT_OUTPUT_ROOT).resolve():
         return command
     return f"{command} {shlex.quote(f'paths.output_root={root}')}"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from loadertune import _torch_private
 from loadertune.failures import Reason, TrialFailure, classify
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
 
@@ -70,6 +71,10 @@ def run_ranks(
 
     workload = build_workload(config, store)
     store.before_loading()
+    # Workers of a loader this process ran before (a caller's, a test's) stay registered with
+    # PyTorch's SIGCHLD handler, and the ranks fork with that table: a rank exiting would then
+    # raise "DataLoader worker ... is killed" here, or in a rank, for a worker long gone.
+    _torch_private.unwatch_all_workers()
     world = config.trial.nproc_per_node
     hang_s = config.trial.time_limit_s + HANG_MARGIN_S
     ctx = mp.get_context("fork")

@@ -207,16 +207,16 @@ def _window_note(result: TrialResult) -> str:
 def _recommended_lines(rec: dict[str, Any]) -> list[str]:
     """The verdict's pick (the ``recommended:`` block), where it was written, and with
     several ranks, that its workers are each rank's."""
-    R = Recommended
-    params = " ".join(f"{k}={v}" for k, v in rec[R.PARAMS].items()) or "(defaults)"
-    written = rec[R.WRITTEN_TO]
+    key = Recommended
+    params = " ".join(f"{k}={v}" for k, v in rec[key.PARAMS].items()) or "(defaults)"
+    written = rec[key.WRITTEN_TO]
     lines = [
-        f"[bold green]recommended:[/] {params} (trial {rec[R.TRIAL_NUMBER]}): "
-        f"{rec[R.TIME_PER_SAMPLE_MS]:.4f} ms/sample, {rec[R.SAMPLES_PER_S]:,.0f} samples/s "
-        f"(median of {rec[R.REPEATS]} verdict repeats); confidence {rec[R.CONFIDENCE]}",
+        f"[bold green]recommended:[/] {params} (trial {rec[key.TRIAL_NUMBER]}): "
+        f"{rec[key.TIME_PER_SAMPLE_MS]:.4f} ms/sample, {rec[key.SAMPLES_PER_S]:,.0f} samples/s "
+        f"(median of {rec[key.REPEATS]} verdict repeats); confidence {rec[key.CONFIDENCE]}",
         f"written to: {' and '.join(written)}  (use: {use_command(written[-1])})",
     ]
-    loader = rec.get(R.LOADER) or {}
+    loader = rec.get(key.LOADER) or {}
     ranks = int(loader.get(TUNED_FOR) or 1)
     if ranks > 1:  # the settings are each rank's
         lines.insert(1, per_rank_line(int(loader["num_workers"]), ranks))

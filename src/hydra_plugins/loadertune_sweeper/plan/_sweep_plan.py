@@ -123,7 +123,7 @@ class Composer:
 
 def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) -> SweepPlan:
     """Parse the search space, compose one representative trial and settle the study (the
-    settings themselves were checked where the sweep started, ``_entry.start``)."""
+    settings themselves were checked where the sweep started, ``launch._start.start``)."""
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
 

@@ -210,7 +210,7 @@ class SweepRecorder:
         The search's single fastest measurement is named as such: params
         ``search_best.<key>``, metrics ``search_best_time_per_sample_ms`` and
         ``search_best_trial_number``. The recommendation (``recommended.*``) is the verdict's,
-        logged by :func:`._record_verdict.log_verdict`.
+        logged by :func:`._verdict_record.log_verdict`.
         """
         if not self.enabled or self.parent_id is None:
             return
@@ -349,7 +349,7 @@ def results_yaml(
     """The content of ``optimization_results.yaml``, in the official plugin's shape and more.
 
     ``best_*`` are Optuna's: the search's single fastest measurement. ``recommended`` is the
-    verdict's pick (see :func:`._record_verdict.recommended_block`), None without a verdict.
+    verdict's pick (see :func:`._verdict_record.recommended_block`), None without a verdict.
     """
     data: dict[str, Any] = {
         Results.NAME: "loadertune",

@@ -110,7 +110,8 @@ def main() -> None:
         slug = name.split()[0].lower()
         single = recommended_workers(args.out / f"{slug}-1", workload, 1, args.trials)
         ranked = recommended_workers(args.out / f"{slug}-{RANKS}", workload, RANKS, args.trials)
-        times = grid(workload, args.workers, args.repeats)
+        workers = sorted({*args.workers, single, ranked})  # the grid scores both picks
+        times = grid(workload, workers, args.repeats)
         report(name, times, single, ranked)
     print(f"load average at end: {os.getloadavg()}")
 

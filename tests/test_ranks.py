@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -132,7 +133,11 @@ def test_a_failing_rank_fails_the_trial_naming_it(
     with pytest.raises(TrialFailure) as caught:
         run_trial(config)
     assert caught.value.reason == reason, caught.value.message
-    assert words in caught.value.message
+    if mode == "hang":  # named by the oldest beat: when both ranks starve (a loaded CI
+        # machine) the waiting rank's last beat can be the older one, so either may be named
+        assert re.search(r"rank [01] of 2 made no progress", caught.value.message)
+    else:
+        assert words in caught.value.message
     assert not psutil.Process().children(recursive=True)  # no rank, worker or sampler left
     assert not _leaked_shm(before)
 

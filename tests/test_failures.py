@@ -20,6 +20,8 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+import torch
+import torch.utils.data as torch_data
 from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
@@ -316,3 +318,74 @@ def test_a_reason_is_its_stored_word() -> None:
     assert json.dumps({"reason": reason}) == '{"reason": "shm_exhausted"}'
     assert str(TrialFailure(Reason.TIMEOUT, "hung")) == "[timeout] hung"
     assert set(REASONS) == set(Reason)  # each reason documented
+
+
+@pytest.mark.parametrize(
+    ("codes", "reason"),
+    [
+        ([None, None], None),
+        ([0, None], None),
+        ([None, -signal.SIGKILL], Reason.WORKER_OOM),
+        ([-signal.SIGSEGV], Reason.WORKER_CRASHED),
+        ([1], Reason.WORKER_CRASHED),
+        ([-signal.SIGKILL, -signal.SIGBUS], Reason.SHM_EXHAUSTED),
+    ],
+)
+def test_a_dead_workers_exit_code_names_how_it_died(
+    codes: list[int | None], reason: Reason | None
+) -> None:
+    from loadertune.failures import worker_death
+
+    assert worker_death(codes) == reason
+
+
+class _KilledOnCue(torch_data.Dataset[int]):
+    """Its worker SIGKILLs itself once ``cue`` exists, so the test decides when."""
+
+    def __init__(self, cue: Path) -> None:
+        self.cue = cue
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, index: int) -> int:
+        if self.cue.exists():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return index
+
+
+def test_a_worker_killed_unseen_by_pytorchs_sigchld_handler_is_still_out_of_memory(
+    tmp_path: Path,
+) -> None:
+    """PyTorch's liveness check says only "exited unexpectedly"; the exit code says SIGKILL.
+
+    Which of PyTorch's two checks sees a killed worker first is a race on a busy machine; the
+    worker is taken off the SIGCHLD handler here so the quieter check is the one that answers.
+    """
+    from loadertune import _torch_private
+    from loadertune.accelerator import copy_timer
+    from loadertune.step_loop import StepLoop, synchronizer
+    from loadertune.timing import StepTimer
+
+    cue = tmp_path / "cue"
+    loader = torch_data.DataLoader(
+        _KilledOnCue(cue), num_workers=1, prefetch_factor=1, multiprocessing_context="fork"
+    )
+    device = torch.device("cpu")
+    loop = StepLoop(
+        loader,
+        device,
+        False,
+        lambda batch: None,
+        copy_timer(device, synchronizer(device)),
+        lambda batch: (batch, None),
+    )
+    loop.first_batch()
+    _torch_private.unwatch_workers(loop._it)
+    cue.touch()
+    with pytest.raises(TrialFailure) as failure:
+        for _ in range(50):
+            loop.step(StepTimer())
+    assert failure.value.reason is Reason.WORKER_OOM
+    assert "exited unexpectedly" in str(failure.value)
+    loop.close()

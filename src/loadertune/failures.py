@@ -11,6 +11,7 @@ uses their stable prefixes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -132,6 +133,26 @@ def classify(exc_type: str, text: str) -> Reason:
         if rule.pattern.search(text):
             return rule.reason
     return Reason.DATASET_ERROR
+
+
+def worker_death(exitcodes: Iterable[int | None]) -> Reason | None:
+    """The reason DataLoader workers that ended with ``exitcodes`` died, None if none died.
+
+    PyTorch names the signal only when its SIGCHLD handler sees the death first; when its own
+    liveness check does (a worker killed while the loader waited on a quiet queue), it says
+    "exited unexpectedly" and nothing more. The exit status still holds the signal: SIGKILL is
+    the kernel's out-of-memory killer's, SIGBUS a full ``/dev/shm``'s, anything else a crash.
+    """
+    import signal
+
+    died = [code for code in exitcodes if code is not None and code != 0]
+    if not died:
+        return None
+    if -signal.SIGBUS in died:
+        return Reason.SHM_EXHAUSTED
+    if -signal.SIGKILL in died:
+        return Reason.WORKER_OOM
+    return Reason.WORKER_CRASHED
 
 
 def classify_exit(exitcode: int | None) -> Reason:

@@ -8,6 +8,7 @@ from typing import Any
 
 from loadertune import _torch_private
 from loadertune.accelerator import HostCopyTimer
+from loadertune.failures import REASONS, TrialFailure, worker_death
 from loadertune.loader import tensors_in, to_device
 from loadertune.timing import StepRecord, StepTimer
 
@@ -19,6 +20,15 @@ def synchronizer(device: Any) -> Callable[[], None]:
     if device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
     return lambda: None
+
+
+def _dead_worker(it: Any, err: RuntimeError) -> TrialFailure | None:
+    """The failure a batch lost to a dead worker stands for, read from the workers' exit codes
+    (PyTorch's "exited unexpectedly" names no signal); None when every worker is alive."""
+    reason = worker_death(w.exitcode for w in _torch_private.worker_processes(it))
+    if reason is None:
+        return None
+    return TrialFailure(reason, f"{REASONS[reason]}: {err}")
 
 
 class StepLoop:
@@ -53,11 +63,17 @@ class StepLoop:
             self._it = iter(self.loader)
             self.epochs += 1
         try:
-            return next(self._it)
-        except StopIteration:
-            self._it = iter(self.loader)
-            self.epochs += 1
-            return next(self._it)
+            try:
+                return next(self._it)
+            except StopIteration:
+                self._it = iter(self.loader)
+                self.epochs += 1
+                return next(self._it)
+        except RuntimeError as err:
+            failure = _dead_worker(self._it, err)
+            if failure is None:
+                raise
+            raise failure from err
 
     def first_batch(self, timer: StepTimer | None = None) -> float:
         """Seconds from creating the iterator to the first batch; the batch is then trained on

@@ -1,9 +1,11 @@
 """What the trial process sees of its ranks while they run: their beats, steps, processes.
 
-Every rank writes to a small shared array (:class:`Board`): its pid, and the instant of its
-latest progress (each phase of each step). A rank that hangs stops beating while the others
-wait for it in a collective after their own last beat, so the rank with the oldest beat is
-the one holding the node (:func:`hung_rank`). :class:`Watchdog` reads the board a few times a
+Every rank writes to a small shared array (:class:`Board`): its pid, the instant of its
+latest progress (each phase of each step), and whether it is waiting for the others in a
+collective. A rank that hangs stops beating outside a collective while the others wait in
+one, so the hung rank is the one not waiting, the oldest beat among several
+(:func:`hung_rank`); which rank beat last says nothing by itself when every rank starves
+for a CPU. :class:`Watchdog` reads the board a few times a
 second in the trial process: once no rank has beaten past the limit it names the hung rank
 and kills every rank (the others could only wait for it until a collective's timeout; the
 launcher then reports them), and it remembers every process of the trial's tree, for the
@@ -23,12 +25,12 @@ from typing import Any
 
 import psutil
 
-_FIELDS = 3  # pid, last beat (perf_counter, the same clock in every process), failed at
+_FIELDS = 4  # pid, last beat (perf_counter, the same clock in every process), failed at, waiting
 POLL_S = 0.2
 
 
 class Board:
-    """Shared doubles, three per rank; made before the ranks fork, written by each rank."""
+    """Shared doubles, four per rank; made before the ranks fork, written by each rank."""
 
     def __init__(self, ctx: Any, world: int) -> None:
         self.world = world
@@ -40,8 +42,14 @@ class Board:
         self.beat(rank)
 
     def beat(self, rank: int) -> None:
-        """The rank made progress now."""
+        """The rank made progress now, on its own work."""
+        self.values[rank * _FIELDS + 3] = 0.0
         self.values[rank * _FIELDS + 1] = time.perf_counter()
+
+    def waiting(self, rank: int) -> None:
+        """The rank's own work is done and it now waits for the others in a collective."""
+        self.values[rank * _FIELDS + 1] = time.perf_counter()
+        self.values[rank * _FIELDS + 3] = 1.0
 
     def failed(self, rank: int) -> None:
         """The rank is raising now (the first to raise is the cause, the others follow it)."""
@@ -50,6 +58,10 @@ class Board:
     def beats(self) -> list[float]:
         """Each rank's latest beat (0.0: not started)."""
         return [self.values[r * _FIELDS + 1] for r in range(self.world)]
+
+    def waits(self) -> list[bool]:
+        """Whether each rank is waiting in a collective since its latest beat."""
+        return [self.values[r * _FIELDS + 3] > 0.0 for r in range(self.world)]
 
     def pid(self, rank: int) -> int:
         """The rank's process id (0 before it started)."""
@@ -60,14 +72,20 @@ class Board:
         return float(self.values[rank * _FIELDS + 2])
 
 
-def hung_rank(beats: Sequence[float], now: float, limit_s: float) -> int | None:
-    """The rank holding the node once no rank has beaten for ``limit_s``: the oldest beat.
+def hung_rank(
+    beats: Sequence[float], now: float, limit_s: float, waits: Sequence[bool] = ()
+) -> int | None:
+    """The rank holding the node once no rank has beaten for ``limit_s``.
 
-    Nothing before any rank has beaten (the ranks are still starting).
+    A rank waiting in a collective (``waits``) is held by another, so the hung rank is one
+    that is not; among several, the oldest beat (when every rank waits, the oldest beat of
+    all). Nothing before any rank has beaten (the ranks are still starting).
     """
     if not any(beats) or now - max(beats) <= limit_s:
         return None
-    return min(range(len(beats)), key=lambda r: beats[r])
+    ranks = range(len(beats))
+    working = [r for r in ranks if not (r < len(waits) and waits[r])] or list(ranks)
+    return min(working, key=lambda r: beats[r])
 
 
 class Watchdog:
@@ -98,7 +116,7 @@ class Watchdog:
                 continue
             beats = self.board.beats()
             now = time.perf_counter()
-            rank = hung_rank(beats, now, self.limit_s)
+            rank = hung_rank(beats, now, self.limit_s, self.board.waits())
             if rank is not None and _alive(self.board.pid(rank)):  # a dead one: the launcher's
                 self.hung = (rank, now - max(beats))
                 for other in range(self.board.world):  # they could only wait for it

@@ -17,28 +17,43 @@ Beat = Callable[[], None]
 def distribute(step: Callable[[Any], None], device: Any, beat: Beat) -> Callable[[Any], None]:
     """``step`` paced across the process group: its module in DDP, else an all-reduce after.
 
-    ``beat`` marks the rank's own work done before it waits for the others (so a rank that
-    hangs is told from the ranks waiting for it).
+    ``beat`` marks the rank's own work done as it starts waiting for the others (before the
+    all-reduce; in DDP, as each gradient bucket's all-reduce starts), so a rank that hangs
+    is told from the ranks waiting for it.
     """
     from loadertune.models._custom import LazyUserStep, ModuleStep
     from loadertune.models._steps import RealStep
 
     if isinstance(step, RealStep):
-        step.network = _ddp(step.network, device)
+        step.network = _ddp(step.network, device, beat)
         return step
     if isinstance(step, ModuleStep):
-        step.module = _ddp(step.module, device)
+        step.module = _ddp(step.module, device, beat)
         return step
     if isinstance(step, LazyUserStep):
         return _LazyPaced(step, device, beat)
     return PacedStep(step, device, beat)
 
 
-def _ddp(module: Any, device: Any) -> Any:
+def _ddp(module: Any, device: Any, beat: Beat) -> Any:
+    """``module`` in DDP, with PyTorch's own all-reduce hook behind ``beat``."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(module, device_ids=ids)
+    wrapped = DistributedDataParallel(module, device_ids=ids)
+
+    def hook(state: Any, bucket: Any) -> Any:
+        beat()
+        return allreduce_hook(state, bucket)
+
+    # DDP checks a hook's annotations against its own types, which postponed ones are not.
+    bucket_type = dist.GradBucket  # type: ignore[attr-defined]  # public, stubs lack it
+    hook.__annotations__ = {"bucket": bucket_type, "return": torch.futures.Future[torch.Tensor]}
+    wrapped.register_comm_hook(None, hook)
+    return wrapped
 
 
 class PacedStep:

@@ -46,6 +46,10 @@ class _Link:
     def beat(self) -> None:
         self.board.beat(self.rank)
 
+    def wait(self) -> None:
+        """This rank's own work is done; it now waits for the others (a collective)."""
+        self.board.waiting(self.rank)
+
     def forward(self, record: StepRecord, timed: bool) -> None:
         """Rank 0 sends the node's step (its own timing, the node's samples)."""
         if self.rank == 0:
@@ -55,6 +59,7 @@ class _Link:
         """(the node's samples in this step, ranks unsure of their rate, ranks out of time)."""
         votes = torch.tensor([samples, int(unsure), int(late)], dtype=torch.float64)
         votes = votes.to(self.device)
+        self.wait()
         dist.all_reduce(votes)
         node, unsure_ranks, late_ranks = (int(v) for v in votes.tolist())
         return node, unsure_ranks, late_ranks
@@ -152,7 +157,7 @@ def _run_rank(
 def _paced(step: Any, device: Any, link: _Link) -> Any:
     from loadertune.ranks.pacing import distribute
 
-    return distribute(step, device, link.beat)
+    return distribute(step, device, link.wait)
 
 
 @dataclasses.dataclass
@@ -191,6 +196,7 @@ def _measure(
         for _ in range(warmup):
             record = loop.step(_BeatTimer(link.beat))
             link.forward(dataclasses.replace(record, samples=record.samples * link.world), False)
+        link.wait()
         dist.barrier()
         window = _window(tc, rule, loop, store, gpu, link, sampler)
         loop.close()

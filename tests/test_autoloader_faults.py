@@ -1,4 +1,5 @@
-"""AutoLoader's faults met for real: a probe's worker killed while its batch is in transfer.
+"""AutoLoader's faults met for real: a probe's worker killed while its batch is in transfer,
+an export path that cannot be written, a tracking server dead or dying.
 
 A batch whose worker dies while the training process unpickles it fails inside the transfer
 (``ConnectionResetError``/``EOFError`` from ``resource_sharer``), not with PyTorch's
@@ -9,16 +10,23 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import threading
+import time
+from pathlib import Path
 
+import pytest
 import torch
 from torch.utils.data import Dataset
 
 from loadertune import AutoLoader
+from loadertune.errors import ConfigError
+from tests._mlflow_server import free_port, mlflow_server_process
 
 W1 = {"num_workers": 1, "prefetch_factor": 2, "persistent_workers": True}
 W2 = {"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True}
+W0 = {"num_workers": 0}
 
 
 class Tensors(Dataset[torch.Tensor]):
@@ -66,10 +74,81 @@ class FailingRead(Dataset[int]):
 
 
 def test_the_datasets_own_oserror_is_raised_not_taken_for_a_crash() -> None:
-    import pytest
-
     auto = AutoLoader(FailingRead(), batch_size=2, tune_steps=8, candidates=[W1], probe_timeout_s=5)
     with pytest.raises(FileNotFoundError, match="no/such/sample"):
         for _ in auto:
             pass
     auto.close()
+
+
+class Numbers(Dataset[int]):
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def _each_once(auto: AutoLoader) -> None:
+    assert sorted(int(x) for batch in auto for x in batch) == list(range(40))
+
+
+def test_an_export_that_cannot_be_written_is_refused_when_built(tmp_path: Path) -> None:
+    """A folder, or a path through a file: refused before training, naming ``export``."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for bad in (tmp_path, blocker / "sub" / "best_loader.yaml"):
+        with pytest.raises(ConfigError, match=r"^export=.*Fix: "):
+            AutoLoader(Numbers(), batch_size=4, tune_steps=8, candidates=[W0], export=bad)
+
+
+def test_an_export_failing_at_settling_warns_and_training_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "gone" / "best_loader.yaml"
+    auto = AutoLoader(
+        Numbers(), batch_size=4, tune_steps=6, candidates=[W0], export=out, track=False
+    )
+    shutil.rmtree(out.parent)
+    out.parent.write_text("the folder became a file")  # the write at settling fails for real
+    with pytest.warns(RuntimeWarning, match="could not export") as caught:
+        _each_once(auto)
+    assert caught[0].filename == __file__  # the user's loop, not loadertune's insides
+    assert auto.decision is not None and out.parent.is_file()
+
+
+def test_a_dead_tracking_server_is_warned_of_when_built_and_not_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing listens on the port: one warning at the user's call, then plain training."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")
+    started = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="will not record to MLflow.*does not answer") as w:
+        auto = AutoLoader(Numbers(), batch_size=4, tune_steps=6, candidates=[W0])
+    assert w[0].filename == __file__
+    assert auto.track is False
+    _each_once(auto)
+    assert auto.decision is not None and auto.run_id is None
+    assert time.monotonic() - started < 120  # MLflow's own retries took about 248 s
+
+
+def test_a_tracking_server_dying_before_settling_only_warns(tmp_path: Path) -> None:
+    """The server answered when the AutoLoader was built, then was killed: the record fails
+    within MLflow's bounded retries, with a warning at the user's loop."""
+    with mlflow_server_process(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts", tmp_path
+    ) as server:
+        auto = AutoLoader(
+            Numbers(), batch_size=4, tune_steps=6, candidates=[W0], track=True,
+        )  # fmt: skip
+        assert auto.track is True
+        server.kill()
+        os.environ["MLFLOW_TRACKING_URI"] = server.uri
+        started = time.monotonic()
+        try:
+            with pytest.warns(RuntimeWarning, match="could not record to MLflow") as caught:
+                _each_once(auto)
+        finally:
+            del os.environ["MLFLOW_TRACKING_URI"]
+    assert caught[0].filename == __file__
+    assert auto.decision is not None and auto.run_id is None
+    assert time.monotonic() - started < 120  # MLflow's default retries: about 4 minutes
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the user's env as it was

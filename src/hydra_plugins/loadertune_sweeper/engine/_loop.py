@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import Reason
+from loadertune.failures import USER_BUGS, Reason
 from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
 from loadertune.result_stores import (
@@ -272,9 +272,9 @@ class SweepEngine:
                 )
                 break
             if answer.measured:
-                bugs.append(answer.signature() if answer.reason == Reason.DATASET_ERROR else "")
+                bugs.append(answer.signature() if answer.reason in USER_BUGS else "")
             if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
-                view.dataset_bug(answer.error or "")
+                view.user_bug(answer.error or "", answer.reason == Reason.STEP_ERROR)
                 return "FAILED", ExitStatus.DATASET_BUG
             if failed and failed / max(ran, 1) > s.max_failure_rate:
                 view.note(

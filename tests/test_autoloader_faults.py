@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -152,3 +153,55 @@ def test_a_tracking_server_dying_before_settling_only_warns(tmp_path: Path) -> N
     assert auto.decision is not None and auto.run_id is None
     assert time.monotonic() - started < 120  # MLflow's default retries: about 4 minutes
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the user's env as it was
+
+
+def test_a_second_live_iterator_is_refused_and_the_first_goes_on() -> None:
+    auto = AutoLoader(Numbers(), batch_size=4, tune_steps=4, candidates=[W0])
+    first = iter(auto)
+    got = [int(x) for x in next(first)]
+    with pytest.raises(RuntimeError, match=r"still live mid-epoch.*Fix: "):
+        iter(auto)
+    got += [int(x) for batch in first for x in batch]
+    assert got == list(range(40))  # nothing taken from the first
+    for _ in range(2):  # a loop left early lets the next one start
+        for _batch in auto:
+            break
+    assert sorted(int(x) for batch in auto for x in batch) == list(range(40))
+
+
+class EpochOrdered:
+    """A sampler ordered by ``set_epoch`` that keeps its epoch where AutoLoader cannot see it."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self._e = n, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self._e = epoch
+
+    def __iter__(self) -> Any:
+        order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self._e))
+        return iter(order.tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_resume_with_an_epoch_ordered_sampler_explains_set_epoch() -> None:
+    def make() -> AutoLoader:
+        return AutoLoader(Numbers(), batch_size=4, sampler=EpochOrdered(40), tune_steps=0)
+
+    auto = make()
+    auto.sampler.set_epoch(3)
+    it = iter(auto)
+    seen = [int(x) for _ in range(3) for x in next(it)]
+    state = auto.state_dict()
+    del it
+    fresh = make()
+    fix = r"Fix: call loader\.sampler\.set_epoch\(<the epoch the checkpoint was written in>\)"
+    with pytest.raises(ValueError, match=rf"set_epoch\(epoch\).*{fix} before load_state_dict"):
+        fresh.load_state_dict(state)
+    fresh = make()
+    fresh.sampler.set_epoch(3)
+    fresh.load_state_dict(state)
+    rest = [int(x) for batch in fresh for x in batch]
+    assert sorted(seen + rest) == list(range(40))

@@ -118,6 +118,7 @@ class AutoLoader:
         if tune_steps <= 0:
             self._driver.resume_settled(Setting().fixed(self.fixed), None)
         self._resume = False
+        self._live: weakref.ReferenceType[Iterator[Any]] | None = None  # the epoch iterating
         self.run_id: str | None = None
 
     def close(self) -> None:
@@ -138,8 +139,22 @@ class AutoLoader:
         return self._template.batch_sampler
 
     def __iter__(self) -> Iterator[Any]:
+        """An epoch's batches. One iterator at a time: they share the epoch's index plan, so a
+        second one would take the first one's batches (each index is delivered once)."""
+        import inspect
+
+        live = self._live() if self._live is not None else None
+        if live is not None and inspect.getgeneratorstate(live) == inspect.GEN_SUSPENDED:
+            raise RuntimeError(
+                "AutoLoader: an iterator of this loader is still live mid-epoch; a second one "
+                "would take its batches (each index is delivered once per epoch). Fix: finish "
+                "or leave the first loop (break, or del the iterator) before iterating again, "
+                "or build a second AutoLoader for a second pass"
+            )
         resume, self._resume = self._resume, False
-        return self._driver.epoch(resume)
+        it = self._driver.epoch(resume)
+        self._live = weakref.ref(it)
+        return it
 
     def _build(self, setting: Setting, sampler: PlanSampler, timeout_s: float) -> DataLoader[Any]:
         """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +118,7 @@ class AutoLoader:
         if tune_steps <= 0:
             self._driver.resume_settled(Setting().fixed(self.fixed), None)
         self._resume = False
-        self._live: weakref.ReferenceType[Iterator[Any]] | None = None  # the epoch iterating
+        self._live: weakref.ReferenceType[Generator[Any, None, None]] | None = None  # iterating
         self.run_id: str | None = None
 
     def close(self) -> None:

@@ -192,6 +192,8 @@ def quiet_libraries() -> None:
     # MLflow logs a store's error with its whole traceback before raising it; the sweep
     # reports it itself (a full disk in one line), so that log would only bury the line.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    # A lost tracking server is reported in one line; urllib3's "Retrying" lines would bury it.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 
 def _window_note(result: TrialResult) -> str:

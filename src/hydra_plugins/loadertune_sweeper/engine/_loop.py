@@ -175,6 +175,7 @@ class SweepEngine:
                 f"{len(dropped)} queued trial(s) lie outside the range searched now and are "
                 f"dropped (not counted): {'; '.join(dropped)}"
             )
+        recorder.record_orphans(study, orphans)  # before resumed() adds what MLflow lacks
         for line in resumed(study, requeued, recorder, locked=self.lock_mode != "off"):
             view.note(line)
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)
@@ -188,7 +189,6 @@ class SweepEngine:
             lambda: self._stop_requested,
         )
         busy.at_start()
-        recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
         slots = _storage.Slots(
             study,

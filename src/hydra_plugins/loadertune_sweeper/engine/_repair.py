@@ -25,6 +25,7 @@ from .. import _optuna_private
 from .._keys import RunKind, Tag, TrialAttr, TrialFigures
 from ..plan import _baselines
 from ..plan._baselines import Role
+from ..study._storage import OUT_OF_RANGE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -102,8 +103,8 @@ def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
     held = {r.data.tags.get(Tag.TRIAL_NUMBER) for r in runs if Tag.CLOSED not in r.data.tags}
     added = []
     for frozen in study.get_trials(deepcopy=False, states=tuple(MLFLOW_STATUS)):
-        if str(frozen.number) in held:
-            continue
+        if str(frozen.number) in held or frozen.user_attrs.get(TrialAttr.REASON) == OUT_OF_RANGE:
+            continue  # recorded, or dropped unrun (never recorded, by design)
         attrs = frozen.user_attrs
         tags = {
             Tag.PARENT: str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id),

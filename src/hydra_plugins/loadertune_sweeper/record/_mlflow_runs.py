@@ -156,6 +156,9 @@ class SweepRecorder:
             [] if config is None else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
         )
         figures = partial_metrics(steps)
+        for key in ("other_cpu_percent", "steal_percent"):  # a pruned trial's, metered
+            if key in frozen.user_attrs:
+                figures[key] = float(frozen.user_attrs[key])
         if repeat_of is not None:
             figures = self.figures_of(repeat_of, frozen.value)
         metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]

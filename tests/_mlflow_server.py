@@ -31,14 +31,40 @@ def free_port() -> int:
         return port
 
 
+class Server:
+    """A started server: its URI, and :meth:`kill` to take it down mid-test (a crash)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], uri: str) -> None:
+        self.proc, self.uri = proc, uri
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the server and its uvicorn worker (SIGKILL: no goodbye to any client)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
 @contextlib.contextmanager
 def mlflow_server(store: str, artifacts: Path, root: Path) -> Iterator[str]:
     """``mlflow server`` on ``store`` with artifacts in ``artifacts``; yields its URI."""
-    port = free_port()
+    with mlflow_server_process(store, artifacts, root) as server:
+        yield server.uri
+
+
+@contextlib.contextmanager
+def mlflow_server_process(
+    store: str, artifacts: Path, root: Path, port: int | None = None
+) -> Iterator[Server]:
+    """As :func:`mlflow_server`, yielding the :class:`Server` (on ``port``, if given)."""
+    port = port or free_port()
     log_path = root / "server.log"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    with log_path.open("w") as log:
+    with log_path.open("a") as log:
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "mlflow", "server"),
@@ -52,18 +78,12 @@ def mlflow_server(store: str, artifacts: Path, root: Path) -> Iterator[str]:
             cwd=root,
             start_new_session=True,  # its uvicorn worker goes with it
         )
-    uri = f"http://127.0.0.1:{port}"
+    server = Server(proc, f"http://127.0.0.1:{port}")
     try:
-        _wait_healthy(uri, proc, log_path)
-        yield uri
+        _wait_healthy(server.uri, proc, log_path)
+        yield server
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        server.kill(signal.SIGTERM)
 
 
 def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:

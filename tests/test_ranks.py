@@ -122,7 +122,12 @@ def test_two_ranks_measure_the_node(compose: Compose, monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     ("mode", "reason", "words"),
     [
-        ("raise", "dataset_error", "rank 1 of 2 raised ValueError: step 3 cannot go on"),
+        (
+            "raise",
+            "step_error",
+            "rank 1 of 2 raised StepError: [step_error] the training step "
+            "(model._target_=rank_faults.failing_step) raised ValueError at ",
+        ),
         ("exit", "rank_failed", "rank 1 of 2 exited with status 7"),
         ("kill", "rank_failed", "rank 1 of 2 was killed by SIGKILL"),
         ("hang", "timeout", "rank 1 of 2 made no progress"),

@@ -21,7 +21,8 @@ class ExitStatus(IntEnum):
     NO_RESULT = 3
     """Every trial failed or was pruned (or the single trial failed): nothing to recommend."""
     DATASET_BUG = 4
-    """The sweep stopped because the same dataset error recurred: fix the dataset first."""
+    """The sweep stopped because the same error in the user's code (the dataset or the training
+    step) recurred: fix it first."""
     INFRASTRUCTURE = 5
     """A store or the disk failed: tracking server unreachable, disk full, read-only path."""
     BUSY = 75

@@ -32,6 +32,7 @@ class Reason(str, Enum):
     TIMEOUT = "timeout"
     WORKER_CRASHED = "worker_crashed"
     DATASET_ERROR = "dataset_error"
+    STEP_ERROR = "step_error"
     UNPICKLABLE = "unpicklable"
     INVALID_CONFIG = "invalid_config"
     CUDA_OOM = "cuda_oom"
@@ -55,6 +56,7 @@ REASONS: dict[Reason, str] = {
     Reason.TIMEOUT: "the trial hung: no progress within its limit; its process group was killed",
     Reason.WORKER_CRASHED: "a DataLoader worker segfaulted or exited unexpectedly",
     Reason.DATASET_ERROR: "the dataset raised an exception (a bug in it, whatever the settings)",
+    Reason.STEP_ERROR: "the training step raised an exception (a bug in the model or step code)",
     Reason.UNPICKLABLE: "the dataset cannot be pickled for the spawn/forkserver start method",
     Reason.INVALID_CONFIG: "a setting PyTorch or loadertune refuses (checked before workers start)",
     Reason.CUDA_OOM: "the batch or model does not fit in the accelerator's memory",
@@ -62,6 +64,9 @@ REASONS: dict[Reason, str] = {
     Reason.TRIAL_CRASHED: "the trial's process exited with an error status and no Python error",
     Reason.RANK_FAILED: "a rank of a multi-rank trial died with no Python error (or never started)",
 }
+
+USER_BUGS = frozenset({Reason.DATASET_ERROR, Reason.STEP_ERROR})
+"""Errors in the user's code, whatever the loader settings: the same one twice stops a sweep."""
 
 INFEASIBLE = frozenset(
     {
@@ -129,9 +134,11 @@ def classify(exc_type: str, text: str) -> Reason:
         named = [Reason(r) for r in re.findall(r"\[(\w+)\]", text) if r in REASONS]
         if named:
             return named[-1]
-    for rule in _RULES:
+    for rule in _RULES:  # before a step error: a step out of memory is the setting's limit
         if rule.pattern.search(text):
             return rule.reason
+    if exc_type == "StepError" or f"[{Reason.STEP_ERROR}]" in text:
+        return Reason.STEP_ERROR
     return Reason.DATASET_ERROR
 
 
@@ -172,6 +179,27 @@ class TrialFailure(RuntimeError):
         self.reason = reason
         self.message = message
         super().__init__(f"[{reason}] {message}")
+
+
+class StepError(TrialFailure):
+    """The training step raised: the user's model or step, not the dataset or a setting.
+
+    The message names the step and the innermost place of the original error (its traceback
+    stays chained); :func:`classify` still reads an out-of-memory error as its own reason.
+    """
+
+    def __init__(self, step: str, err: BaseException) -> None:
+        tb, where = err.__traceback__, ""
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            where = f" at {code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+            tb = tb.tb_next
+        line = (str(err).strip().splitlines() or [""])[0]
+        super().__init__(
+            Reason.STEP_ERROR,
+            f"the training step ({step}) raised {type(err).__name__}{where}: {line}. Fix the "
+            "step: this is no loader setting",
+        )
 
 
 class InfeasibleSetting(TrialFailure):

@@ -5,9 +5,11 @@ same thing in both. PyTorch's rules are applied rather than left to fail late: n
 ``prefetch_factor``, ``persistent_workers`` or ``multiprocessing_context`` without workers, and
 ``pin_memory`` only where there is an accelerator to pin for (elsewhere it only warns).
 ``collate_fn`` and ``worker_init_fn`` are dotted paths, resolved here, so an exported
-``best_loader.yaml`` rebuilds the same loader. :func:`to_device` moves whatever the collate
-returns; ``pin_memory`` pins the same structures (PyTorch pins tensors inside mappings,
-named tuples, tuples and sequences, and calls ``pin_memory()`` on objects that have one).
+``best_loader.yaml`` rebuilds the same loader; a file can name anything, so only the user's
+own modules and ``torch``'s are resolved unless the caller trusts more (``trust=``).
+:func:`to_device` moves whatever the collate returns; ``pin_memory`` pins the same structures
+(PyTorch pins tensors inside mappings, named tuples, tuples and sequences, and calls
+``pin_memory()`` on objects that have one).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from loadertune.validation import validate_loader
 if TYPE_CHECKING:
     import torch
     from torch.utils.data import DataLoader, Dataset
+
+    from loadertune.user_code import Trust
 
 ALWAYS = ("batch_size", "num_workers", "pin_memory", "shuffle", "drop_last")
 """``DataLoader`` arguments passed with or without workers (``non_blocking`` is for the copy)."""
@@ -129,6 +133,8 @@ def build_dataloader(
     dataset: Dataset[Any],
     loader_cfg: LoaderSource,
     device: torch.device | str | None = None,
+    *,
+    trust: Trust = False,
     **extra: Any,
 ) -> DataLoader[Any]:
     """Build the DataLoader that ``loader_cfg`` describes, the way loadertune measured it.
@@ -139,12 +145,17 @@ def build_dataloader(
             or the path of ``loadertune``'s ``best_loader.yaml`` (read and checked here).
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
             ``None`` means CUDA if available.
+        trust: which ``collate_fn``/``worker_init_fn`` paths the config may name: by
+            default your own modules (not the standard library's or an installed
+            package's, such as ``os.system``) and ``torch.*``; a list of names or prefixes
+            to allow more; True for any (a file you wrote or trust).
         **extra: passed to ``DataLoader`` unchanged (``sampler``, ``generator``...); a
             ``collate_fn`` or ``worker_init_fn`` given here wins over the config's path.
 
     Raises:
         ConfigError: for settings PyTorch would reject, or a ``collate_fn`` or
-            ``worker_init_fn`` path that does not import, naming the key and the fix.
+            ``worker_init_fn`` path that does not import or is not trusted, naming the key
+            and the fix.
     """
     from torch.utils.data import DataLoader
 
@@ -153,7 +164,7 @@ def build_dataloader(
     if isinstance(loader_cfg, str | os.PathLike):
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
-    kwargs = dataloader_kwargs(effective) | loader_callables(effective)
+    kwargs = dataloader_kwargs(effective) | loader_callables(effective, trust)
     if "sampler" not in extra and "batch_sampler" not in extra:
         sampler = _rank_sampler(dataset, effective, tuned_for(loader_cfg))
         if sampler is not None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from loadertune import _torch_private
 from loadertune.accelerator import HostCopyTimer
-from loadertune.failures import REASONS, TrialFailure, worker_death
+from loadertune.errors import ConfigError
+from loadertune.failures import REASONS, StepError, TrialFailure, worker_death
 from loadertune.loader import tensors_in, to_device
 from loadertune.timing import StepRecord, StepTimer
 
@@ -29,6 +30,16 @@ def _dead_worker(it: Any, err: RuntimeError) -> TrialFailure | None:
     if reason is None:
         return None
     return TrialFailure(reason, f"{REASONS[reason]}: {err}")
+
+
+def step_name(step_fn: Callable[[Any], None]) -> str:
+    """How a person names the step: ``model._target_=<factory>`` for their own, else its class
+    (``SimulatedStep``, ``RealStep``) or function; through a rank's pacing wrapper."""
+    inner = getattr(step_fn, "lazy", step_fn)
+    target = getattr(getattr(inner, "cfg", None), "target", None) or getattr(inner, "target", None)
+    if isinstance(target, str):
+        return f"model._target_={target}"
+    return str(getattr(step_fn, "__qualname__", type(step_fn).__qualname__))
 
 
 class StepLoop:
@@ -95,7 +106,12 @@ class StepLoop:
         batch = to_device(batch, self.device, self.non_blocking)  # whatever the collate made
         self.copies.stop(*tensors_in(batch))
         timer.copied()
-        self.step_fn(batch)
+        try:
+            self.step_fn(batch)
+        except (ConfigError, TrialFailure):  # a factory refused, a guard: already named
+            raise
+        except Exception as err:  # the user's model or step, not the dataset
+            raise StepError(step_name(self.step_fn), err) from err
         self.sync()
         inputs, _ = self.split(batch)
         return self.copies.finish(timer, timer.stepped(len(inputs)))

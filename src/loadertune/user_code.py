@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig
@@ -34,10 +35,79 @@ PICKLING_METHODS = ("spawn", "forkserver")
 _CHECKED: set[str] = set()
 
 
-def loader_callables(loader: LoaderConfig) -> dict[str, Callable[..., Any]]:
-    """``collate_fn`` and ``worker_init_fn`` resolved, for ``DataLoader`` (unset ones left out)."""
+Trust = bool | Iterable[str]
+"""Which dotted paths a loader config may name: True, any; False, the user's own modules and
+``torch``'s; an iterable of prefixes (``"transformers."``, ``"mypkg.collate.pad"``), those too."""
+
+TRUSTED_PREFIXES = ("torch.",)
+"""Installed code a config may name without being trusted: PyTorch's collates."""
+
+
+def loader_callables(loader: LoaderConfig, trust: Trust = True) -> dict[str, Callable[..., Any]]:
+    """``collate_fn`` and ``worker_init_fn`` resolved, for ``DataLoader`` (unset ones left out),
+    each checked against ``trust`` first (:func:`check_trusted`): a config read from a file
+    could otherwise name ``os.system`` or ``subprocess.getoutput``, run in every batch."""
     paths = {"collate_fn": loader.collate_fn, "worker_init_fn": loader.worker_init_fn}
+    for name, path in paths.items():
+        if path:
+            check_trusted(f"loader.{name}", path, trust)
     return {name: resolve(f"loader.{name}", path) for name, path in paths.items() if path}
+
+
+def check_trusted(key: str, path: str, trust: Trust) -> None:
+    """Refuse a dotted path outside the user's own modules unless ``trust`` allows it.
+
+    The user's own: a top-level module found outside the standard library and the installed
+    packages (site-packages), such as a project on ``PYTHONPATH`` or installed editable. It
+    is located, not imported. ``torch.*`` is always allowed.
+
+    Raises:
+        ConfigError: naming ``key``, the module's home and the two ways to allow it.
+    """
+    if trust is True:
+        return
+    allowed = (*TRUSTED_PREFIXES, *(() if trust is False else trust))
+    if any(path == p.rstrip(".") or path.startswith(p if p.endswith(".") else f"{p}.")
+           for p in allowed):  # fmt: skip
+        return
+    home = _installed_home(path.partition(".")[0])
+    if home is None:
+        return
+    raise ConfigError(
+        key, path, f"names {home}, not your own code: a loader file could run anything "
+        "through it, in every batch",
+        f"pass trust=True to build_dataloader if you trust this file, or "
+        f"trust=['{path}'] to allow this name",
+    )  # fmt: skip
+
+
+def _installed_home(top: str) -> str | None:
+    """Where an installed top-level module lives (``the standard library``, ``the installed
+    package X``), or None for the user's own (or one that cannot be found: resolve says so)."""
+    import importlib.util
+    import site
+    import sys
+    import sysconfig
+
+    if top in sys.builtin_module_names or top in sys.stdlib_module_names:
+        return "the standard library"
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    origin = (spec.origin or "") if spec else ""
+    if spec is None or not origin or origin in ("built-in", "frozen"):
+        return None if spec is None else "the standard library"
+    where = Path(origin).resolve()
+    paths = sysconfig.get_paths()
+    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
+    if site.ENABLE_USER_SITE:
+        installed.add(site.getusersitepackages())
+    if any(where.is_relative_to(Path(p).resolve()) for p in installed):
+        return f"the installed package {top}"
+    if any(where.is_relative_to(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib")):
+        return "the standard library"
+    return None
 
 
 def check_user_code(config: RunConfig) -> None:

@@ -119,6 +119,7 @@ def build_loader(
         workload.device,
         sampler=stream,
         generator=torch.Generator().manual_seed(tc.seed),
+        trust=True,  # the command line's own config: its paths were resolved and tried
     )
 
 

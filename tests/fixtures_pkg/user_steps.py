@@ -34,3 +34,12 @@ def sized_factory(batch: Any, device: torch.device, scale: int = 1) -> Any:
     """A factory that records what it was given, and steps by doing nothing."""
     sized_factory.seen = (type(batch).__name__, str(device), scale)  # type: ignore[attr-defined]
     return lambda batch: None
+
+
+def step_that_raises() -> Any:
+    """A factory whose step fails on every batch: a bug in the user's training step."""
+
+    def step(batch: Any) -> None:
+        raise ZeroDivisionError("loss scale went to zero")
+
+    return step

@@ -46,6 +46,7 @@ class Tag:
     KIND: Final = "loadertune.kind"  # ``sweep`` (a parent run) or ``trial`` (a child run)
     PID: Final = "loadertune.pid"  # the sweep process of a parent run
     CLOSED: Final = "loadertune.closed"  # why a later start ended a run a dead sweep left RUNNING
+    RECOVERED: Final = "loadertune.recovered"  # a trial MLflow lacked, added from Optuna's record
     PARENT: Final = "mlflow.parentRunId"
     NOTE: Final = "mlflow.note.content"
     STUDY_NAME: Final = "optuna.study_name"

@@ -20,7 +20,7 @@ rank knows it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +73,7 @@ class Driver:
         self._since_start = 0  # batches since the live iterator started
         self._cpu0 = 0.0
 
-    def epoch(self, resume: bool) -> Iterator[Any]:
+    def epoch(self, resume: bool) -> Generator[Any, None, None]:
         """One epoch's batches, each index exactly once, timing the loop as it runs."""
         if not resume:
             self.plan.begin_epoch()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +50,11 @@ class AutoLoader:
         memory_limit_mb: a probe whose process tree exceeds this is dropped (default: what
             is resident now plus 80% of the memory available).
         device: where batches go; ``pin_memory`` is probed only for an accelerator.
-        export: path of a ``best_loader.yaml`` to write once settled.
-        track: record the session in MLflow (None: when a run is open or a URI is set).
+        export: path of a ``best_loader.yaml`` to write once settled (a folder, or a path
+            whose folder cannot be written, is refused here; a write failing at settling
+            only warns).
+        track: record the session in MLflow (None: when a run is open or a URI is set); a
+            tracking server that does not answer within 5 s now is warned of and not used.
         candidates: settings to compare instead of those around the model guess.
         clock: seconds, for the timing (tests inject a fake one).
         **kwargs: the rest of ``DataLoader``'s arguments, unchanged.
@@ -92,7 +95,11 @@ class AutoLoader:
         self.batch_size: int = getattr(index, "batch_size", None) or batch_size or 1
         self.shuffle = bool(shuffle)
         self.drop_last: bool = getattr(index, "drop_last", self._template.drop_last)
-        self.device, self.export, self.track = device, export, track
+        from loadertune.autoloader import _record
+
+        self.device = device
+        self.export = None if export is None else _record.check_export(export)
+        self.track = _record.tracking_wanted(track)
         self.generator = kwargs.get("generator")
         self._plan = IndexPlan(self._template.batch_sampler, self.generator)
         self._world: World = world()
@@ -111,6 +118,7 @@ class AutoLoader:
         if tune_steps <= 0:
             self._driver.resume_settled(Setting().fixed(self.fixed), None)
         self._resume = False
+        self._live: weakref.ReferenceType[Generator[Any, None, None]] | None = None  # iterating
         self.run_id: str | None = None
 
     def close(self) -> None:
@@ -131,8 +139,22 @@ class AutoLoader:
         return self._template.batch_sampler
 
     def __iter__(self) -> Iterator[Any]:
+        """An epoch's batches. One iterator at a time: they share the epoch's index plan, so a
+        second one would take the first one's batches (each index is delivered once)."""
+        import inspect
+
+        live = self._live() if self._live is not None else None
+        if live is not None and inspect.getgeneratorstate(live) == inspect.GEN_SUSPENDED:
+            raise RuntimeError(
+                "AutoLoader: an iterator of this loader is still live mid-epoch; a second one "
+                "would take its batches (each index is delivered once per epoch). Fix: finish "
+                "or leave the first loop (break, or del the iterator) before iterating again, "
+                "or build a second AutoLoader for a second pass"
+            )
         resume, self._resume = self._resume, False
-        return self._driver.epoch(resume)
+        it = self._driver.epoch(resume)
+        self._live = weakref.ref(it)
+        return it
 
     def _build(self, setting: Setting, sampler: PlanSampler, timeout_s: float) -> DataLoader[Any]:
         """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``."""
@@ -180,11 +202,15 @@ class AutoLoader:
         settings, ranks = self.settings, self._world.size
         if self.export is not None:
             _record.export(self.export, settings, decision, ranks)
+        if not (self.track or (self.track is None and _record.mlflow_active())):
+            return
+        from loadertune.result_stores import bounded_tracking_retries
+
         try:
-            if self.track or (self.track is None and _record.mlflow_active()):
+            with bounded_tracking_retries():
                 self.run_id = _record.record(settings, decision, self._tuner, self.report(), ranks)
         except Exception as err:  # MLflow down must not stop the training it tunes
-            warnings.warn(f"AutoLoader could not record to MLflow: {err}", stacklevel=2)
+            _record.warn_user(f"AutoLoader could not record to MLflow: {err}")
 
     def state_dict(self) -> dict[str, Any]:
         """Position within the epoch, the chosen settings and the tuning state.

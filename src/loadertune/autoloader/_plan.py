@@ -129,16 +129,34 @@ class IndexPlan:
         if self._generator is not None and state["generator_state"] is not None:
             self._generator.set_state(state["generator_state"])
         if self.checksum() != state["crc"]:
-            raise ValueError(
-                "AutoLoader.load_state_dict: the sampler drew a different order for epoch "
-                f"{self.epoch}; pass the same dataset, sampler and generator as when the "
-                "checkpoint was written (a custom sampler must draw from `generator` or torch's "
-                "global RNG)"
-            )
+            raise ValueError(self._replay_error())
         for start, stop in state["delivered"]:
             for pos in range(start, stop):
                 self.deliver(pos)
         self.pending = deque(p for p in self.pending if not self._delivered[p])
+
+    def _replay_error(self) -> str:
+        """Why the replayed order differs, and the fix: a sampler ordered by ``set_epoch`` (a
+        ``DistributedSampler``) whose epoch the checkpoint could not restore, or another draw."""
+        head = (
+            "AutoLoader.load_state_dict: the sampler drew a different order for epoch "
+            f"{self.epoch} than when the checkpoint was written"
+        )
+        sampler = self._epoch_sampler()
+        if sampler is not None:
+            kind = type(sampler).__name__
+            now = getattr(sampler, "epoch", None)
+            saved = "" if self._sampler_epoch is None else f" (saved: {self._sampler_epoch})"
+            return (
+                f"{head}. The {kind} orders each epoch by its set_epoch(epoch){saved}, now at "
+                f"{'an unknown epoch' if now is None else now}. Fix: call "
+                "loader.sampler.set_epoch(<the epoch the checkpoint was written in>) before "
+                "load_state_dict, and build it with the same seed, num_replicas and rank"
+            )
+        return (
+            f"{head}; pass the same dataset, sampler and generator as when the checkpoint was "
+            "written (a custom sampler must draw from `generator` or torch's global RNG)"
+        )
 
 
 def ranges(positions: Iterable[int]) -> list[tuple[int, int]]:

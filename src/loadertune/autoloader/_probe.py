@@ -5,6 +5,13 @@ A probe whose workers crash, hang past the limit or outgrow the memory limit rai
 A probe's workers are taken off PyTorch's SIGCHLD handler, which would otherwise raise a
 dead worker's error wherever the training process happens to be (inside the user's step);
 the iterator's own checks then report it from ``next()``, where AutoLoader can catch it.
+
+A batch unpickled while its worker dies fails with the transfer's own error, not PyTorch's
+``RuntimeError``: a tensor's storage comes over the worker's ``resource_sharer`` socket
+(``rebuild_storage_fd``), which resets (``ConnectionResetError``, ``EOFError``) or is gone
+(``FileNotFoundError``, ``ConnectionRefusedError``) before the worker is seen dead. Such an
+error, raised inside the transfer, is the probe's fault too; the same types raised by the
+dataset's own code (re-raised from a worker) are the user's and propagate.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from loadertune import _torch_private
@@ -27,6 +35,22 @@ if TYPE_CHECKING:
 
 class ProbeFault(Exception):
     """A probe's workers crashed, hung or exceeded memory; the probe is dropped."""
+
+
+FETCH_ERRORS = (RuntimeError, OSError, EOFError)  # PyTorch's, and a dying worker's transfer's
+TRANSFER_MODULES = ("multiprocessing.", "torch.multiprocessing.")  # where a transfer fails
+DEATH_WAIT_S = 2.0  # how long a worker whose transfer broke may take to be seen dead
+
+
+def from_transfer(err: BaseException) -> bool:
+    """True when ``err`` was raised receiving a batch (a worker's socket or queue), not by the
+    dataset: the innermost frame is in ``multiprocessing`` or torch's storage reductions."""
+    tb: TracebackType | None = err.__traceback__
+    module = ""
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    return module.startswith(TRANSFER_MODULES)
 
 
 def loader_settings(setting: Setting, batch_size: int, shuffle: bool, drop_last: bool,
@@ -113,21 +137,33 @@ class Probe:
         except StopIteration:
             self._it = None
             raise
-        except RuntimeError as err:
-            fault = self._fault(time.monotonic() - started)
+        except FETCH_ERRORS as err:
+            fault = self._fault(time.monotonic() - started, err)
             if fault is None:
                 raise
             raise ProbeFault(fault) from err
         self.sampler.deliver_next()
         return batch
 
-    def _fault(self, waited_s: float) -> str | None:
-        """Why the probe failed, when the error is its workers' and not the dataset's."""
+    def _fault(self, waited_s: float, err: BaseException) -> str | None:
+        """Why the probe failed, when the error is its workers' and not the dataset's.
+
+        A broken transfer comes before the dying worker is reaped: wait a moment for it."""
+        transfer = not isinstance(err, RuntimeError) and from_transfer(err)
+        if not isinstance(err, RuntimeError) and not transfer:
+            return None  # the dataset's own OSError or EOFError, re-raised from a worker
         workers = _torch_private.worker_processes(self._it)
-        dead = [w.pid for w in workers if not w.is_alive()]
+        deadline = time.monotonic() + (DEATH_WAIT_S if transfer else 0.0)
+        while True:
+            dead = [w for w in workers if not w.is_alive()]
+            if dead or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
         if dead:
-            codes = sorted({w.exitcode for w in workers if not w.is_alive()}, key=str)
-            return f"worker(s) {dead} exited (exit code {codes})"
+            codes = sorted({w.exitcode for w in dead}, key=str)
+            return f"worker(s) {[w.pid for w in dead]} exited (exit code {codes})"
+        if transfer:
+            return f"a batch could not be received from its worker ({type(err).__name__}: {err})"
         if self.setting.num_workers and self.timeout_s and waited_s >= 0.95 * self.timeout_s:
             return f"no batch within {self.timeout_s:.0f} s (hung)"
         return None

@@ -4,19 +4,33 @@ The run is written through ``MlflowClient`` only, so the user's own active run s
 with a run open, the session is a child of it (``mlflow.parentRunId``); otherwise, when a
 tracking URI is set, a run of its own in ``MLFLOW_EXPERIMENT_NAME`` (default ``loadertune``).
 The tags are the sweep verdict's (``verdict.bottleneck``, ``verdict.confidence`` ...).
+
+Neither record may stop the training it tunes: an ``export`` path that cannot be written is
+refused when the AutoLoader is built (:func:`check_export`), a tracking server that does not
+answer then is warned of and not used (:func:`tracking_wanted`, the command line's 5 s check),
+and a failure at settling only warns, naming the user's line (:func:`warn_user`); MLflow's
+writes retry for seconds, not its default minutes (``bounded_tracking_retries``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, probe_rows
+from loadertune.errors import ConfigError
 from loadertune.loader import loader_yaml
-from loadertune.result_stores import write_text_atomically
+from loadertune.result_stores import (
+    StoreUnavailable,
+    check_tracking_server,
+    check_writable,
+    write_text_atomically,
+)
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner
@@ -37,6 +51,56 @@ def mlflow_active() -> bool:
     if mlflow.active_run() is not None or os.environ.get("MLFLOW_TRACKING_URI"):
         return True
     return bool(mlflow.is_tracking_uri_set())  # type: ignore[no-untyped-call]
+
+
+def warn_user(message: str) -> None:
+    """Warn, pointing at the first frame outside loadertune: the user's line (their ``for``
+    loop, their ``AutoLoader(...)`` call), wherever inside loadertune the warning rose."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("loadertune"):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    warnings.warn(message, RuntimeWarning, stacklevel=level)
+
+
+def check_export(path: str | Path) -> Path:
+    """The export path, refused now if training could not write it at settling.
+
+    Raises:
+        ConfigError: ``path`` is a folder, or its folder cannot be made or written.
+    """
+    out = Path(path).expanduser()
+    if out.is_dir():
+        raise ConfigError(
+            "export", out, "is a folder; AutoLoader writes one file",
+            f"name a file in it, e.g. export='{out / 'best_loader.yaml'}'",
+        )  # fmt: skip
+    try:
+        check_writable(out.parent, key="export")
+    except StoreUnavailable as err:
+        raise ConfigError(
+            "export", out, f"its folder cannot be written ({err})",
+            "pass a path in a folder you can write, or export=None",
+        ) from None  # fmt: skip
+    return out
+
+
+def tracking_wanted(track: bool | None) -> bool | None:
+    """``track`` as asked, or False (with a warning) when recording is on and the tracking
+    server does not answer within the command line's check: no minutes of MLflow retries at
+    settling. None stays None: whether to record is decided at settling, as documented."""
+    if track is False or (track is None and not mlflow_active()):
+        return track
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    if not uri and "mlflow" in sys.modules:
+        import mlflow
+
+        uri = mlflow.get_tracking_uri()
+    try:
+        check_tracking_server(uri)
+    except StoreUnavailable as err:
+        warn_user(f"AutoLoader will not record to MLflow: {err}")
+        return False
+    return track
 
 
 def header(decision: Decision, ranks: int = 1) -> list[str]:
@@ -62,11 +126,18 @@ def header(decision: Decision, ranks: int = 1) -> list[str]:
     return lines
 
 
-def export(path: str | Path, settings: dict[str, Any], decision: Decision, ranks: int = 1) -> Path:
-    """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``."""
+def export(
+    path: str | Path, settings: dict[str, Any], decision: Decision, ranks: int = 1
+) -> Path | None:
+    """Write ``best_loader.yaml`` (the settings ``build_dataloader`` takes) to ``path``; a
+    write that fails now (a full disk, a folder gone) warns and returns None."""
     out = Path(path).expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(out, loader_yaml(settings, header(decision, ranks)))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(out, loader_yaml(settings, header(decision, ranks)))
+    except OSError as err:
+        warn_user(f"AutoLoader could not export {out}: {err}; training goes on")
+        return None
     return out
 
 

@@ -21,10 +21,12 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import Reason
+from loadertune.failures import USER_BUGS, Reason
 from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
 from loadertune.result_stores import (
+    StoreUnavailable,
+    bound_tracking_retries,
     describe_os_error,
     is_disk_full,
     says_disk_full,
@@ -104,6 +106,7 @@ class SweepEngine:
         except (ConfigError, ValueError, ImportError) as exc:
             fail(str(exc))
         self.lock_mode = "off" if s.allow_parallel_trials else s.host_lock
+        bound_tracking_retries()  # a server lost mid-sweep fails a write in seconds
         check_stores(plan, self.lock_mode)
         study = self._open(plan, sampler, pruner)
         try:
@@ -113,6 +116,8 @@ class SweepEngine:
             fail(str(exc), ExitStatus.BUSY)
         except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: nothing ran
             ending = ExitStatus.INTERRUPTED
+        except StoreUnavailable as exc:  # the tracking server lost mid-sweep: Optuna has all
+            fail(str(exc), INFRA)
         except Exception as exc:  # a full disk half way: one line; what was recorded stays
             if not is_disk_full(exc):
                 raise
@@ -170,6 +175,7 @@ class SweepEngine:
                 f"{len(dropped)} queued trial(s) lie outside the range searched now and are "
                 f"dropped (not counted): {'; '.join(dropped)}"
             )
+        recorder.record_orphans(study, orphans)  # before resumed() adds what MLflow lacks
         for line in resumed(study, requeued, recorder, locked=self.lock_mode != "off"):
             view.note(line)
         self.memory_budget = memory_budget_bytes(s.memory_budget_mb)
@@ -183,7 +189,6 @@ class SweepEngine:
             lambda: self._stop_requested,
         )
         busy.at_start()
-        recorder.record_orphans(study, orphans)
         self.parent_run_id = recorder.parent_id
         slots = _storage.Slots(
             study,
@@ -272,9 +277,9 @@ class SweepEngine:
                 )
                 break
             if answer.measured:
-                bugs.append(answer.signature() if answer.reason == Reason.DATASET_ERROR else "")
+                bugs.append(answer.signature() if answer.reason in USER_BUGS else "")
             if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
-                view.dataset_bug(answer.error or "")
+                view.user_bug(answer.error or "", answer.reason == Reason.STEP_ERROR)
                 return "FAILED", ExitStatus.DATASET_BUG
             if failed and failed / max(ran, 1) > s.max_failure_rate:
                 view.note(
@@ -314,7 +319,9 @@ class SweepEngine:
         results = results_yaml(study, plan.storage, session.recorder.recommended)
         write_results(plan.sweep_dir, results)
         self.results = results
-        if results.get(Results.BEST_VALUE) is not None:
+        if session.recorder.lost:
+            pass  # nothing more to write there: the sweep ends with the server's loss
+        elif results.get(Results.BEST_VALUE) is not None:
             session.recorder.finish(study, plan.sweep_dir, results, status)
         else:
             session.recorder.abort(status)

@@ -1,4 +1,5 @@
-"""On every start, repair what a dead sweep left: RUNNING MLflow runs, missing baselines.
+"""On every start, repair what a dead sweep left: RUNNING MLflow runs, missing baselines,
+trials Optuna holds that MLflow lacks (a tracking server lost mid-sweep: ``record_missing``).
 
 A sweep killed with -9, by the OOM killer or a full disk never ends its parent run, and a
 child run it was writing stays RUNNING too, whatever phase it died in (a trial, the
@@ -21,9 +22,10 @@ import psutil
 from loadertune.machine import usable_cpus
 
 from .. import _optuna_private
-from .._keys import RunKind, Tag
+from .._keys import RunKind, Tag, TrialAttr, TrialFigures
 from ..plan import _baselines
 from ..plan._baselines import Role
+from ..study._storage import OUT_OF_RANGE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from ..record._mlflow_runs import SweepRecorder
 
 CLOSED_WHY = "closed when the study was next started: the sweep process that owned it had died"
+RECOVERED_WHY = (
+    "added when the study was next started, from Optuna's record: MLflow could not take the "
+    "trial when it ended (the tracking server was gone); figures are those Optuna kept"
+)
 
 
 def close_dead_runs(
@@ -77,6 +83,58 @@ def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
     return True
 
 
+def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
+    """Add a child run for each finished trial of the study that has none in MLflow (or only
+    runs a later start closed), from what Optuna kept: its state, value, params, reason and
+    figures. The trial numbers added."""
+    from mlflow.entities import Metric, Param
+
+    from ..record._mlflow_runs import MLFLOW_STATUS
+
+    client = recorder.client
+    runs = client.search_runs(
+        [recorder.experiment_id],
+        filter_string=(
+            f"tags.`optuna.study_name` = '{study.study_name}' and "
+            f"tags.`{Tag.KIND}` = '{RunKind.TRIAL}'"
+        ),
+        max_results=50000,
+    )
+    held = {r.data.tags.get(Tag.TRIAL_NUMBER) for r in runs if Tag.CLOSED not in r.data.tags}
+    added = []
+    for frozen in study.get_trials(deepcopy=False, states=tuple(MLFLOW_STATUS)):
+        if str(frozen.number) in held or frozen.user_attrs.get(TrialAttr.REASON) == OUT_OF_RANGE:
+            continue  # recorded, or dropped unrun (never recorded, by design)
+        attrs = frozen.user_attrs
+        tags = {
+            Tag.PARENT: str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id),
+            Tag.KIND: RunKind.TRIAL,
+            Tag.STUDY_NAME: study.study_name,
+            Tag.TRIAL_NUMBER: str(frozen.number),
+            Tag.TRIAL_STATE: frozen.state.name,
+            Tag.RECOVERED: RECOVERED_WHY,
+        }
+        if attrs.get(TrialAttr.REASON):
+            tags[Tag.REASON] = str(attrs[TrialAttr.REASON])
+        start = frozen.datetime_start.timestamp() * 1000 if frozen.datetime_start else None
+        run = client.create_run(recorder.experiment_id, start_time=int(start or 0) or None,
+                                run_name=f"trial {frozen.number}", tags=tags)  # fmt: skip
+        figures = TrialFigures.of(attrs)
+        values = {k: float(v) for k, v in (figures.as_attrs() if figures else {}).items()}
+        if frozen.value is not None:
+            values["time_per_sample_ms"] = float(frozen.value)
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric(k, v, int(start or 0), 0) for k, v in values.items()],
+            params=[Param(k.lstrip("+"), str(v)) for k, v in frozen.params.items()],
+        )
+        end = frozen.datetime_complete
+        end_ms = int(end.timestamp() * 1000) if end else None
+        client.set_terminated(run.info.run_id, MLFLOW_STATUS[frozen.state], end_ms)
+        added.append(frozen.number)
+    return added
+
+
 def queue_baselines(
     study: optuna.Study, space: dict[str, Any], sampler: Any, nproc_per_node: int = 1
 ) -> list[Role]:
@@ -107,4 +165,10 @@ def resumed(
         )
         if closed:
             lines.append(f"closed {len(closed)} MLflow run(s) a dead sweep left RUNNING")
+        added = record_missing(study, recorder)
+        if added:
+            lines.append(
+                f"added {len(added)} trial(s) Optuna held but MLflow lacked (its server was "
+                f"gone when they ended): {', '.join(map(str, added))}"
+            )
     return lines

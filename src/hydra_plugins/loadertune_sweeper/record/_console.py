@@ -53,11 +53,13 @@ class SweepView:
         if plan.noop:
             self.note(f"not searched (no effect on this device): {', '.join(plan.noop)}")
 
-    def dataset_bug(self, traceback: str) -> None:
-        """Say once that the dataset itself is broken, with the original traceback."""
+    def user_bug(self, traceback: str, in_step: bool = False) -> None:
+        """Say once that the dataset (or, ``in_step``, the training step) is broken, with the
+        original traceback."""
+        where = "the training step (model.*)" if in_step else "the dataset"
         self.console.print(
-            "[bold red]stopping: the first trials failed with the same error in the dataset, "
-            "whatever the loader settings. This is a bug in the dataset, not a setting to "
+            f"[bold red]stopping: the first trials failed with the same error in {where}, "
+            f"whatever the loader settings. This is a bug in {where}, not a setting to "
             "tune; fix it and run the same command again (the study resumes).[/]"
         )
         self.console.print(traceback, markup=False, highlight=False)
@@ -190,6 +192,8 @@ def quiet_libraries() -> None:
     # MLflow logs a store's error with its whole traceback before raising it; the sweep
     # reports it itself (a full disk in one line), so that log would only bury the line.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    # A lost tracking server is reported in one line; urllib3's "Retrying" lines would bury it.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 
 def _window_note(result: TrialResult) -> str:

@@ -29,6 +29,7 @@ from loadertune.timing import StepRecord, summarize
 from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
 from . import _verdict_record
+from ._server_loss import guarded
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
@@ -70,6 +71,7 @@ class SweepRecorder:
         self.study_name = study.study_name
         self.runs: dict[int, str] = {}  # trial number -> its child run, in this sweep
         self.recommended: dict[str, Any] | None = None  # the verdict's pick, once given
+        self.lost = ""  # why the tracking server is gone, once a write found it gone
         if not self.enabled:
             return
         self.uri = tracking_uri(tracking, output_root)
@@ -89,6 +91,7 @@ class SweepRecorder:
         )
         self.parent_id = run.info.run_id
 
+    @guarded
     def record_trial(
         self,
         frozen: FrozenTrial,
@@ -153,6 +156,9 @@ class SweepRecorder:
             [] if config is None else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
         )
         figures = partial_metrics(steps)
+        for key in ("other_cpu_percent", "steal_percent"):  # a pruned trial's, metered
+            if key in frozen.user_attrs:
+                figures[key] = float(frozen.user_attrs[key])
         if repeat_of is not None:
             figures = self.figures_of(repeat_of, frozen.value)
         metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
@@ -197,6 +203,7 @@ class SweepRecorder:
         measured = [r for r in found if Tag.REPEAT_OF not in r.data.tags]
         return measured[0].info.run_id if measured else None
 
+    @guarded
     def finish(
         self,
         study: optuna.Study,
@@ -239,6 +246,7 @@ class SweepRecorder:
             self.client.log_artifacts(self.parent_id, tmp)
         self.client.set_terminated(self.parent_id, status)
 
+    @guarded
     def log_verdict(self, verdict: Verdict, sweep_dir: Path, guess: Guess | None = None) -> None:
         """Keep the verdict's pick for the results file; record it on the parent and child
         runs (:func:`._verdict_record.log_verdict`)."""
@@ -254,6 +262,7 @@ class SweepRecorder:
 
         return ui_hint(self.uri, self.experiment_id, self.parent_id, self.artifacts)
 
+    @guarded
     def record_orphans(self, study: optuna.Study, numbers: list[int]) -> None:
         """Record trials a dead sweep left RUNNING: a FAILED child under the dead sweep's
         parent run (ended KILLED if it was left RUNNING too), so MLflow agrees with Optuna."""
@@ -279,6 +288,7 @@ class SweepRecorder:
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
 
+    @guarded
     def abort(self, status: str = "KILLED") -> None:
         """End the parent run when the sweep stops early (Ctrl-C, an error)."""
         if self.enabled and self.parent_id is not None:

@@ -199,5 +199,11 @@ def _keep_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
             other_cpu_percent=round(r.other_cpu_percent, 1),
             steal_percent=round(r.steal_percent, 1),
         )
+    elif outcome.interference is not None:  # pruned: the sweep metered its timed steps
+        figures = replace(
+            figures,
+            other_cpu_percent=round(outcome.interference.other_cpu_percent, 1),
+            steal_percent=round(outcome.interference.steal_percent, 1),
+        )
     for name, value in figures.as_attrs().items():
         trial.set_user_attr(name, value)

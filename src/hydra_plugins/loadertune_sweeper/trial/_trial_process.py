@@ -33,6 +33,7 @@ from omegaconf import DictConfig
 
 from loadertune.channel import MessageKind, TrialStatus
 from loadertune.failures import Reason, classify, classify_exit
+from loadertune.interference import Interference, InterferenceMeter
 from loadertune.memory_watch import BudgetPacer, footprint_reader
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
@@ -71,6 +72,7 @@ class TrialOutcome:
     shm_files_removed: int = 0
     oom_kills: int = 0
     pids: set[int] = field(default_factory=set)  # the trial's processes, as seen while it ran
+    interference: Interference | None = None  # other work over a pruned trial's timed steps
 
 
 def run_trial_process(
@@ -137,6 +139,7 @@ class _Follower:
         self.stop_requested = stop_requested
         self.outcome = TrialOutcome()
         self.guard = _MemoryGuard(proc.pid, limits, self.outcome.pids)
+        self.meter = InterferenceMeter(os.getpid())  # the sweep's tree holds the trial's
         self.last_heard = start
 
     def follow(self) -> TrialOutcome:
@@ -199,8 +202,11 @@ class _Follower:
             record, timed = payload
             if timed:
                 outcome.steps.append(record)
+                if len(outcome.steps) == 1:  # a pruned trial sends no result: meter it here
+                    self.meter.start()
                 due = len(outcome.steps) % self.report_every == 0
                 if due and self.on_progress(outcome.steps):
+                    outcome.interference = self.meter.stop()
                     _kill_group(self.proc)
                     outcome.status = TrialStatus.PRUNED
                     outcome.reason = TrialStatus.PRUNED.value

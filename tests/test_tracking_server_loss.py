@@ -1,0 +1,108 @@
+"""A tracking server killed mid-sweep: the sweep notices in seconds (bounded MLflow retries),
+ends with exit status 5 in one line, Optuna keeps every trial, and a rerun with the server
+back adds the trials MLflow lacks, so the two stores agree again."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadertune.exit_status import ExitStatus
+from tests._mlflow_server import free_port, mlflow_server_process
+from tests.conftest import FIXTURES
+
+SWEEP = [
+    "dataset=custom",
+    "dataset._target_=faulty_data.Faulty",
+    "+dataset.mode=slow",
+    "model=simulated",
+    "model.step_ms=1",
+    "loader.batch_size=4",
+    "trial.warmup_steps=1",
+    "trial.steps=6",
+    "hydra.sweeper.study_name=s",
+    "hydra.sweeper.verdict_repeats=0",
+    "loader.num_workers=choice(0,1,2)",
+]
+
+
+def _complete_trials(db: Path) -> int:
+    """COMPLETE trials in the study, read-only (Optuna would create its tables)."""
+    if not db.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as c:
+            return len(list(c.execute("SELECT 1 FROM trials WHERE state = 'COMPLETE'")))
+    except sqlite3.Error:
+        return 0
+
+
+def _sweep(out: Path, uri: str, trials: int) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env["PYTHONPATH"] = str(FIXTURES)
+    script = str(Path(sys.executable).with_name("loadertune"))
+    return subprocess.Popen(
+        [script, "-m", f"paths.output_root={out}", f"tracking.tracking_uri={uri}", *SWEEP,
+         f"hydra.sweeper.n_trials={trials}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=out,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_sweep_ends_it_fast_and_a_rerun_fills_mlflow(tmp_path: Path) -> None:
+    import optuna
+    from mlflow import MlflowClient
+
+    store, artifacts = f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "artifacts"
+    out = tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    with mlflow_server_process(store, artifacts, tmp_path, port=port) as server:
+        proc = _sweep(out, server.uri, trials=8)
+        deadline = time.monotonic() + 300
+        while _complete_trials(out / "optuna.db") < 1 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no trial completed"
+            time.sleep(0.2)
+        server.kill()
+        killed = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=600)
+        noticed_s = time.monotonic() - killed
+    assert proc.returncode == ExitStatus.INFRASTRUCTURE, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("loadertune: error: the MLflow tracking server http://127.0.0.1:")
+    assert "stopped answering during the sweep" in last and "Fix: start the server" in last
+    assert "Retrying" not in stdout + stderr  # urllib3's retries are not shown
+    assert noticed_s < 120  # MLflow's default retries hold each write about 4 minutes
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{out / 'optuna.db'}")
+    held = {t.number for t in study.trials if t.state.is_finished()}
+    assert held
+
+    with mlflow_server_process(store, artifacts, tmp_path, port=port) as server:
+        rerun = _sweep(out, server.uri, trials=1)
+        stdout, stderr = rerun.communicate(timeout=600)
+        assert rerun.returncode == ExitStatus.OK, stderr[-3000:]
+        assert "Optuna held but MLflow lacked" in " ".join(stdout.split())
+        client = MlflowClient(server.uri)
+        experiment = client.get_experiment_by_name("loadertune")
+        assert experiment is not None
+        runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{out / 'optuna.db'}")
+    finished = {t.number for t in study.trials if t.state.is_finished()}
+    children = [r for r in runs if r.data.tags.get("loadertune.kind") == "trial"]
+    live = [r for r in children if "loadertune.closed" not in r.data.tags]
+    assert sorted(int(r.data.tags["optuna.trial_number"]) for r in live) == sorted(finished)
+    recovered = [r for r in live if "loadertune.recovered" in r.data.tags]
+    assert recovered
+    for run in recovered:
+        trial = study.trials[int(run.data.tags["optuna.trial_number"])]
+        assert run.data.tags["optuna.state"] == trial.state.name
+        if trial.value is not None:
+            assert run.data.metrics["time_per_sample_ms"] == pytest.approx(trial.value)
+    assert all(r.info.status != "RUNNING" for r in runs)

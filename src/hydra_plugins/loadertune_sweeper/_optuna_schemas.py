@@ -51,13 +51,15 @@ class TPESamplerConfig(SamplerConfig):
     # Candidates drawn per proposal to pick the most promising one from.
     n_ei_candidates: int = 24
 
-    # Model the parameters jointly (true) or one by one (false). null keeps Optuna's default,
-    # which changed in Optuna 5: joint for single-objective studies, independent otherwise.
-    multivariate: bool | None = None
+    # Model the parameters jointly (true) or one by one (false); null keeps Optuna's default.
+    # Jointly: prefetch_factor is judged together with the num_workers it ran with.
+    multivariate: bool | None = True
 
-    # Split the search space into groups of parameters that occur together
-    # (experimental in Optuna; needs multivariate). Useful with conditional parameters.
-    group: bool = False
+    # Split the search space into groups of parameters that occur together (experimental in
+    # Optuna; needs multivariate). On: prefetch_factor, suggested only with workers, is
+    # modelled on the trials that had workers, and 0 workers as the one setting it is,
+    # instead of falling back to independent sampling for the conditional parameter.
+    group: bool = True
 
     # Treat trials still running as bad results when proposing new ones, so that workers
     # sharing one study (several hosts) do not all measure the same setting.

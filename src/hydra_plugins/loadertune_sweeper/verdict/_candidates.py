@@ -80,10 +80,14 @@ def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
         and t.user_attrs.get(TrialAttr.REPEAT_OF) is None
     ]
     chosen: dict[int, Candidate] = {}
-    for t in complete:
-        role = role_of(t)
-        if role is not None:
-            chosen.setdefault(t.number, Candidate(t, [])).roles.append(role)
+    by_number = {t.number: t for t in complete}
+    for t in trials:  # a baseline answered from an earlier trial stands on that trial
+        role = role_of(t) if t.state == TrialState.COMPLETE else None
+        measured = by_number.get(int(t.user_attrs.get(TrialAttr.REPEAT_OF, t.number)))
+        if role is not None and measured is not None:
+            roles = chosen.setdefault(measured.number, Candidate(measured, [])).roles
+            if role not in roles:
+                roles.append(role)
     for rank, t in enumerate(sorted(complete, key=lambda t: float(t.value or 0.0))[:top], start=1):
         chosen.setdefault(t.number, Candidate(t, [])).rank = rank
     return sorted(chosen.values(), key=lambda c: c.trial.number)

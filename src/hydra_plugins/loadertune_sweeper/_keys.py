@@ -52,7 +52,8 @@ class Tag:
     STUDY_NAME: Final = "optuna.study_name"
     TRIAL_NUMBER: Final = "optuna.trial_number"
     TRIAL_STATE: Final = "optuna.state"
-    REPEAT_OF: Final = "repeat_of"  # a child run answered from another trial's measurement
+    REPEAT_OF: Final = "repeat_of"  # a child run answered from another trial (older sweeps)
+    ALSO_ASKED_AS: Final = "also_asked_as"  # the later trials this run's measurement answered
     REASON: Final = "reason"
     RECOMMENDED: Final = "recommended"  # ``true`` on the child run the verdict picked
     HOST: Final = "machine.host"

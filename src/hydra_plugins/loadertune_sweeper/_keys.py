@@ -24,6 +24,7 @@ class TrialAttr:
     REASON: Final = "reason"  # why it did not complete (``loadertune.failures.Reason``)
     ERROR: Final = "error"  # the end of its traceback
     BASELINE: Final = "baseline"  # the advice it stands for (``plan._baselines.Role``)
+    BLOCK_MS: Final = "block_ms"  # time per sample of its blocks of steps, for the pruner
     WALKED: Final = "walked"  # queued by walking a small space (``plan._enumerate``)
     PARENT_RUN: Final = "mlflow_parent_run_id"  # the sweep's MLflow parent run
     OWNER_HOST: Final = "owner_host"  # the host of the sweep that claimed it

@@ -274,6 +274,30 @@ class HyperbandPrunerConfig(PrunerConfig):
 
 
 @dataclass
+class IntervalPrunerConfig(PrunerConfig):
+    """The default: prune a trial only when its measured interval lies above the best
+    trial's by more than ``tolerance`` (loadertune's own pruner, robust to a shared
+    machine's noise; see ``trial/_noise_pruner.py``). Each trial's timed steps are cut into
+    blocks of whole arrival cycles, and the interval is that of their median.
+    """
+
+    _target_: str = "hydra_plugins.loadertune_sweeper.trial._noise_pruner.IntervalPruner"
+
+    # How much slower than the best trial's interval (0.05: 5%) a trial's interval must lie
+    # to be pruned: a setting within noise of the best is never pruned.
+    tolerance: float = 0.05
+
+    # Complete trials needed before any pruning (one gives a best to compare with).
+    n_startup_trials: int = 1
+
+    # Timed steps of each trial that are never pruned.
+    n_warmup_steps: int = 10
+
+    # Blocks of steps a trial's interval needs before it can be pruned, >= 3.
+    min_blocks: int = 3
+
+
+@dataclass
 class NopPrunerConfig(PrunerConfig):
     """Never prune: every trial runs its full measurement.
 
@@ -294,6 +318,7 @@ SAMPLER_CONFIGS: dict[str, type[SamplerConfig]] = {
     "bruteforce": BruteForceSamplerConfig,
 }
 PRUNER_CONFIGS: dict[str, type[PrunerConfig]] = {
+    "interval": IntervalPrunerConfig,
     "median": MedianPrunerConfig,
     "percentile": PercentilePrunerConfig,
     "hyperband": HyperbandPrunerConfig,

@@ -43,11 +43,11 @@ def _should_prune(study: optuna.Study, blocks: list[float]) -> bool:
 
 
 def test_a_setting_within_noise_of_the_best_is_not_pruned() -> None:
-    assert not _should_prune(_study(IntervalPruner()), WITHIN_NOISE)
+    assert not _should_prune(_study(IntervalPruner(n_startup_trials=1)), WITHIN_NOISE)
 
 
 def test_a_setting_clearly_slower_than_the_best_is_pruned() -> None:
-    assert _should_prune(_study(IntervalPruner()), FAR_SLOWER)
+    assert _should_prune(_study(IntervalPruner(n_startup_trials=1)), FAR_SLOWER)
 
 
 def test_the_median_pruner_prunes_a_setting_within_noise() -> None:
@@ -57,13 +57,13 @@ def test_the_median_pruner_prunes_a_setting_within_noise() -> None:
 
 
 def test_no_pruning_before_the_warmup_or_with_too_few_blocks() -> None:
-    study = _study(IntervalPruner(n_warmup_steps=30))
+    study = _study(IntervalPruner(n_startup_trials=1, n_warmup_steps=30))
     assert not _should_prune(study, FAR_SLOWER)  # 20 steps reported, under the warm-up
-    assert not _should_prune(_study(IntervalPruner()), FAR_SLOWER[:2])
+    assert not _should_prune(_study(IntervalPruner(n_startup_trials=1)), FAR_SLOWER[:2])
 
 
 def test_no_pruning_without_a_measured_best() -> None:
-    study = optuna.create_study(pruner=IntervalPruner())
+    study = optuna.create_study(pruner=IntervalPruner(n_startup_trials=1))
     repeat = study.ask()  # answered from another trial: not a best to prune against
     repeat.set_user_attr("block_ms", [0.1, 0.1, 0.1])
     repeat.set_user_attr("repeat_of", 7)
@@ -95,3 +95,13 @@ def test_blocks_are_whole_and_at_least_two_arrival_cycles() -> None:
     steps = _steps([4.0] * 23)
     assert block_ms(steps, num_workers=0, report_every=5) == pytest.approx([1.0] * 4)
     assert len(block_ms(steps, num_workers=6, report_every=5)) == 1  # blocks of 12 steps
+
+
+def test_by_default_three_measured_trials_come_before_any_pruning() -> None:
+    study = _study(IntervalPruner())
+    assert not _should_prune(study, FAR_SLOWER)  # one measured trial: not yet
+    for _ in range(2):
+        best = study.ask()
+        best.set_user_attr("block_ms", BEST)
+        study.tell(best, 1.0)
+    assert _should_prune(study, FAR_SLOWER)

@@ -287,8 +287,9 @@ class IntervalPrunerConfig(PrunerConfig):
     # to be pruned: a setting within noise of the best is never pruned.
     tolerance: float = 0.05
 
-    # Complete trials needed before any pruning (one gives a best to compare with).
-    n_startup_trials: int = 1
+    # Complete trials measured before any pruning. Three, as for the median pruner: a loader
+    # sweep has few, long trials, and its first are the baselines the verdict compares.
+    n_startup_trials: int = 3
 
     # Timed steps of each trial that are never pruned.
     n_warmup_steps: int = 10

@@ -66,7 +66,7 @@ class IntervalPruner(BasePruner):
     def __init__(
         self,
         tolerance: float = 0.05,
-        n_startup_trials: int = 1,
+        n_startup_trials: int = 3,
         n_warmup_steps: int = 10,
         min_blocks: int = 3,
     ) -> None:

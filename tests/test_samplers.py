@@ -29,6 +29,7 @@ from hydra_plugins.loadertune_sweeper.plan import _samplers
 from hydra_plugins.loadertune_sweeper.plan._samplers import create_pruner, create_sampler
 from hydra_plugins.loadertune_sweeper.plan._search_space import parse_params
 from hydra_plugins.loadertune_sweeper.plan._settings_checks import sweep_settings
+from hydra_plugins.loadertune_sweeper.trial._noise_pruner import IntervalPruner
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -47,6 +48,7 @@ SAMPLERS = {
     "bruteforce": optuna.samplers.BruteForceSampler,
 }
 PRUNERS = {
+    "interval": IntervalPruner,
     "median": optuna.pruners.MedianPruner,
     "percentile": optuna.pruners.PercentilePruner,
     "hyperband": optuna.pruners.HyperbandPruner,
@@ -99,8 +101,8 @@ def test_sweeper_defaults() -> None:
     cfg = sweeper_cfg()
     assert cfg._target_ == "hydra_plugins.loadertune_sweeper.loadertune_sweeper.LoadertuneSweeper"
     assert cfg.sampler._target_ == "optuna.samplers.TPESampler"
-    assert cfg.pruner._target_ == "optuna.pruners.MedianPruner"
-    assert cfg.pruner.n_startup_trials == 3
+    assert cfg.pruner._target_.endswith("_noise_pruner.IntervalPruner")
+    assert cfg.pruner.tolerance == 0.05
     assert cfg.direction == "minimize"
     assert cfg.n_trials == 12
     assert "n_jobs" not in cfg  # trials never share a machine: no such setting

@@ -4,7 +4,8 @@ Each scenario draws 2 to 5 settings with true times per sample (ties, small gaps
 percent and large ones), then "measures" them the way a verdict does, round by round and
 interleaved: every round the machine's speed drifts for all settings alike (``drift``), each
 measurement has its own noise (``noise``), and other work takes ``busy`` % of one core. The
-real recommend / still_open / assess code runs on the values. A pick is wrong when its true
+verdict's own rounds (``run_rounds``: the race, the early stop) and the real recommend /
+assess code run on the values. A pick is wrong when its true
 time is more than ``FASTER_BY`` above the true best's; the count that matters is wrong picks
 labelled ``high``.
 """
@@ -19,6 +20,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
+from hydra_plugins.loadertune_sweeper.verdict._rounds import run_rounds
 
 REPEATS = 3
 CPUS = 2
@@ -59,7 +61,7 @@ def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence,
     truth = {w: 1.0 + rng.choice(gaps) for w in workers}
     cands = [_candidate(w, truth[w], i) for i, w in enumerate(workers)]
 
-    def measure(round_: int, which: list[_candidates.Candidate]) -> None:
+    def measure(round_: int, which: list[_candidates.Candidate]) -> bool:
         speed = rng.lognormvariate(0, regime.drift)
         for c in which:
             c.values.append(truth[c.workers] * speed * rng.lognormvariate(0, regime.noise))
@@ -67,14 +69,10 @@ def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence,
             c.memory_mb.append(100.0 + 50.0 * c.workers)
             c.other_cpu_percent.append(max(0.0, rng.gauss(regime.busy, regime.busy / 3)))
             c.steal_percent.append(0.0)
+        return True
 
-    for round_ in range(REPEATS):
-        measure(round_, cands)
-    for extra in range(REPEATS):
-        open_ = _confidence.still_open(cands, REPEATS, CPUS)
-        if not open_:
-            break
-        measure(REPEATS + extra, open_)
+    # The verdict's own rounds: early stop and the race included.
+    run_rounds(cands, REPEATS, measure, lambda _: None, CPUS)
     rec = _candidates.recommend(cands)
     level = _confidence.assess(rec, cands, CPUS, REPEATS).level
     wrong = truth[rec.chosen.workers] > (1 + _confidence.FASTER_BY) * min(truth.values())

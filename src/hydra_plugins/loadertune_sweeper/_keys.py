@@ -24,6 +24,8 @@ class TrialAttr:
     REASON: Final = "reason"  # why it did not complete (``loadertune.failures.Reason``)
     ERROR: Final = "error"  # the end of its traceback
     BASELINE: Final = "baseline"  # the advice it stands for (``plan._baselines.Role``)
+    BLOCK_MS: Final = "block_ms"  # time per sample of its blocks of steps, for the pruner
+    WALKED: Final = "walked"  # queued by walking a small space (``plan._enumerate``)
     PARENT_RUN: Final = "mlflow_parent_run_id"  # the sweep's MLflow parent run
     OWNER_HOST: Final = "owner_host"  # the host of the sweep that claimed it
     OWNER_PID: Final = "owner_pid"
@@ -52,7 +54,8 @@ class Tag:
     STUDY_NAME: Final = "optuna.study_name"
     TRIAL_NUMBER: Final = "optuna.trial_number"
     TRIAL_STATE: Final = "optuna.state"
-    REPEAT_OF: Final = "repeat_of"  # a child run answered from another trial's measurement
+    REPEAT_OF: Final = "repeat_of"  # a child run answered from another trial (older sweeps)
+    ALSO_ASKED_AS: Final = "also_asked_as"  # the later trials this run's measurement answered
     REASON: Final = "reason"
     RECOMMENDED: Final = "recommended"  # ``true`` on the child run the verdict picked
     HOST: Final = "machine.host"

@@ -51,13 +51,15 @@ class TPESamplerConfig(SamplerConfig):
     # Candidates drawn per proposal to pick the most promising one from.
     n_ei_candidates: int = 24
 
-    # Model the parameters jointly (true) or one by one (false). null keeps Optuna's default,
-    # which changed in Optuna 5: joint for single-objective studies, independent otherwise.
-    multivariate: bool | None = None
+    # Model the parameters jointly (true) or one by one (false); null keeps Optuna's default.
+    # Jointly: prefetch_factor is judged together with the num_workers it ran with.
+    multivariate: bool | None = True
 
-    # Split the search space into groups of parameters that occur together
-    # (experimental in Optuna; needs multivariate). Useful with conditional parameters.
-    group: bool = False
+    # Split the search space into groups of parameters that occur together (experimental in
+    # Optuna; needs multivariate). On: prefetch_factor, suggested only with workers, is
+    # modelled on the trials that had workers, and 0 workers as the one setting it is,
+    # instead of falling back to independent sampling for the conditional parameter.
+    group: bool = True
 
     # Treat trials still running as bad results when proposing new ones, so that workers
     # sharing one study (several hosts) do not all measure the same setting.
@@ -272,6 +274,31 @@ class HyperbandPrunerConfig(PrunerConfig):
 
 
 @dataclass
+class IntervalPrunerConfig(PrunerConfig):
+    """The default: prune a trial only when its measured interval lies above the best
+    trial's by more than ``tolerance`` (loadertune's own pruner, robust to a shared
+    machine's noise; see ``trial/_noise_pruner.py``). Each trial's timed steps are cut into
+    blocks of whole arrival cycles, and the interval is that of their median.
+    """
+
+    _target_: str = "hydra_plugins.loadertune_sweeper.trial._noise_pruner.IntervalPruner"
+
+    # How much slower than the best trial's interval (0.05: 5%) a trial's interval must lie
+    # to be pruned: a setting within noise of the best is never pruned.
+    tolerance: float = 0.05
+
+    # Complete trials measured before any pruning. Three, as for the median pruner: a loader
+    # sweep has few, long trials, and its first are the baselines the verdict compares.
+    n_startup_trials: int = 3
+
+    # Timed steps of each trial that are never pruned.
+    n_warmup_steps: int = 10
+
+    # Blocks of steps a trial's interval needs before it can be pruned, >= 3.
+    min_blocks: int = 3
+
+
+@dataclass
 class NopPrunerConfig(PrunerConfig):
     """Never prune: every trial runs its full measurement.
 
@@ -292,6 +319,7 @@ SAMPLER_CONFIGS: dict[str, type[SamplerConfig]] = {
     "bruteforce": BruteForceSamplerConfig,
 }
 PRUNER_CONFIGS: dict[str, type[PrunerConfig]] = {
+    "interval": IntervalPrunerConfig,
     "median": MedianPrunerConfig,
     "percentile": PercentilePrunerConfig,
     "hyperband": HyperbandPrunerConfig,

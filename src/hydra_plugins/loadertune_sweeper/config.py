@@ -48,7 +48,7 @@ _PROVIDER = "loadertune"
 # The sweeper: group hydra/sweeper, name loadertune
 # ============================================================
 
-defaults = [{"sampler": "tpe"}, {"pruner": "median"}, "_self_"]
+defaults = [{"sampler": "tpe"}, {"pruner": "interval"}, "_self_"]
 
 
 @dataclass
@@ -69,7 +69,8 @@ class SweepSettings:
     # https://optuna.readthedocs.io/en/stable/reference/samplers/index.html
     sampler: Any = MISSING
 
-    # Early stopping of poor trials: hydra/sweeper/pruner=median|percentile|hyperband|none.
+    # Early stopping of poor trials: hydra/sweeper/pruner=interval|median|percentile|hyperband|
+    # none (interval, the default: only a trial whose interval is beyond the best's).
     # https://optuna.readthedocs.io/en/stable/reference/pruners.html
     pruner: Any = MISSING
 

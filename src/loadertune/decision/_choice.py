@@ -3,7 +3,8 @@
 Each setting is a key mapped to its times by round (``{round: time}``) and a cost the caller
 gives (a number or a tuple: lower is cheaper). The fastest is the lowest median time; another
 setting is within noise of it when the median of their round-by-round ratios, less the noise,
-is within ``NOISE_FLOOR`` of 1 (:func:`loadertune.paired_stats.within_noise`).
+is within ``NOISE_FLOOR`` of 1 (:func:`loadertune.paired_stats.within_noise`), and out of the
+race (:func:`out_of_race`) when even its best round is not.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from loadertune.paired_stats import NOISE_FLOOR, Rounds, compare, within_noise
+from loadertune.paired_stats import NOISE_FLOOR, Rounds, compare, paired, within_noise
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
@@ -54,3 +55,22 @@ def recommend(times: Mapping[K, Rounds], cost: Mapping[K, SupportsRichComparison
             within.append((key, ratio, noise))
     chosen, ratio, noise = min(within, key=lambda t: cost[t[0]])
     return Choice(chosen, best, ratio, noise)
+
+
+def out_of_race(times: Mapping[K, Rounds]) -> list[K]:
+    """The settings that lost every round to the fastest by more than the noise: over two or
+    more shared rounds, even their best round's ratio to it, less the noise, is beyond
+    ``NOISE_FLOOR``. They can be neither the fastest nor within noise of it, so more rounds
+    of them cannot change the pick."""
+    measured = {k: v for k, v in times.items() if v}
+    if len(measured) < 2:
+        return []
+    best = fastest(measured)
+    out = []
+    for key, rounds in measured.items():
+        if key == best or len(paired(rounds, measured[best])) < 2:
+            continue
+        _, low, _, noise = compare(rounds, measured[best])
+        if not within_noise(low, noise):
+            out.append(key)
+    return out

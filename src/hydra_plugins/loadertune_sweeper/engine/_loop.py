@@ -32,8 +32,9 @@ from loadertune.result_stores import (
     says_disk_full,
 )
 
+from .. import _optuna_private
 from .._keys import Results, StudyAttr, TrialAttr
-from ..plan import _baselines, _guess
+from ..plan import _baselines, _enumerate, _guess
 from ..plan._baselines import Role
 from ..plan._samplers import create_pruner, create_sampler
 from ..plan._sweep_plan import Composer, SweepPlan, make_plan
@@ -68,6 +69,7 @@ class _Session:
     view: _console.SweepView
     slots: _storage.Slots
     budget: _storage.Budget
+    walking: bool = False  # the space is walked in order of promise (``plan._enumerate``)
 
 
 class SweepEngine:
@@ -266,9 +268,9 @@ class SweepEngine:
             ran += answer.repeat_of is None
             in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
-            self._queue_next(session, answer)
-            if answer.repeat_of is not None and self._covered(session):
-                view.note("every setting of the search space has been measured")
+            self._queue_next(session, answer, ran)
+            if not s.custom_search_space and _enumerate.covered(study, session.plan):
+                view.note("every setting of the search space has an answer")
                 break
             if in_a_row >= REPEATS_IN_A_ROW:
                 view.note(
@@ -289,17 +291,9 @@ class SweepEngine:
                 return "FAILED", ExitStatus.NO_RESULT
         return "FINISHED", ExitStatus.OK
 
-    def _covered(self, session: _Session) -> bool:
-        """Whether every setting of a finite space has a complete measurement: from then on
-        every proposal can only be a repeat."""
-        count = None if self.settings.custom_search_space else session.plan.setting_count()
-        if count is None:
-            return False
-        done = session.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        return len({t.user_attrs.get(TrialAttr.EFFECTIVE_KEY) for t in done}) >= count
-
-    def _queue_next(self, session: _Session, answer: Answer) -> None:
-        """After a trial: the doubling path's next rung; after the default, the guess."""
+    def _queue_next(self, session: _Session, answer: Answer, ran: int) -> None:
+        """After a trial: the doubling path's next rung; after the default, the guess; then,
+        in a space small enough to walk, its most promising setting not yet answered."""
         study, plan = session.study, session.plan
         finished = study.trials[answer.trial.number]
         rung = _baselines.next_rung(study, finished, plan.baseline_space())
@@ -311,6 +305,30 @@ class SweepEngine:
                 study, plan, result, self.memory_budget / 2**20, self.settings.guess_range
             ):
                 session.view.note(message)
+        self._walk(session, ran)
+
+    def _walk(self, session: _Session, ran: int) -> None:
+        """Queue the next setting of a finite space that has no more unanswered settings
+        than trials left (``plan._enumerate``): measured in order of promise, not sampled."""
+        study, plan, budget = session.study, session.plan, session.budget
+        if self.settings.custom_search_space or _optuna_private.is_exhaustive(study.sampler):
+            return
+        left = budget.runs - ran if budget.runs is not None else None
+        if budget.total is not None:
+            total_left = budget.total - _storage.tally(study)[0]
+            left = total_left if left is None else min(left, total_left)
+        guess = _guess.study_guess(study)
+        center = guess.workers if guess is not None else plan.default_workers
+        setting = _enumerate.next_setting(study, plan, left, center)
+        if setting is None:
+            return
+        if not session.walking:
+            session.walking = True
+            session.view.note(
+                "the space left holds no more settings than the trials left: measuring each "
+                "once, nearest the guess first, instead of sampling"
+            )
+        study.enqueue_trial(setting, user_attrs={TrialAttr.WALKED: True})
 
     def _finish(self, session: _Session, status: str) -> None:
         """Write the results and end the parent run, whatever stopped the sweep."""

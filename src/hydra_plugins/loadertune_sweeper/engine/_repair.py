@@ -103,9 +103,11 @@ def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
     held = {r.data.tags.get(Tag.TRIAL_NUMBER) for r in runs if Tag.CLOSED not in r.data.tags}
     added = []
     for frozen in study.get_trials(deepcopy=False, states=tuple(MLFLOW_STATUS)):
-        if str(frozen.number) in held or frozen.user_attrs.get(TrialAttr.REASON) == OUT_OF_RANGE:
-            continue  # recorded, or dropped unrun (never recorded, by design)
         attrs = frozen.user_attrs
+        if str(frozen.number) in held or attrs.get(TrialAttr.REASON) == OUT_OF_RANGE:
+            continue  # recorded, or dropped unrun (never recorded, by design)
+        if TrialAttr.REPEAT_OF in attrs:
+            continue  # answered from an earlier trial: counted on the parent, not a run
         tags = {
             Tag.PARENT: str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id),
             Tag.KIND: RunKind.TRIAL,

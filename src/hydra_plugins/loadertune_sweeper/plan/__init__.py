@@ -8,4 +8,6 @@ Rooms (imported by their own path; this package stays light for Hydra's plugin s
 - ``_sweep_plan``: the plan (space, fixed settings, study) and values <-> overrides <-> job config.
 - ``_baselines``: the advice measured in every study (``Role``).
 - ``_guess``: the model-based guess from the default trial and the ``num_workers`` range it sets.
+- ``_enumerate``: a small finite space walked in order of promise (the guess first, then
+  outward) instead of sampled, and when every setting has an answer.
 """

@@ -55,9 +55,9 @@ def create_sampler(
             are derived from it when ``search_space`` is null in ``sampler_cfg``.
 
     Returns:
-        The sampler. Optuna's ExperimentalWarning (QMC, brute force, TPE ``group``) is
-        logged at INFO instead of emitted: the user chose the sampler on purpose, and the
-        warning would abort runs that treat warnings as errors.
+        The sampler. Optuna's ExperimentalWarning (QMC, brute force, TPE ``group``, which
+        the default sampler uses) is logged at DEBUG instead of emitted: the sampler was
+        chosen on purpose, and the warning would abort runs that treat warnings as errors.
 
     Raises:
         ValueError: naming ``hydra.sweeper.sampler``, when ``_target_`` is missing or is not
@@ -181,8 +181,8 @@ def _build(options: dict[str, Any], key: str) -> Any:
         except InstantiationException as exc:
             raise ValueError(f"{key}: cannot build {options['_target_']}: {exc}") from exc
     for warning in caught:
-        if issubclass(warning.category, ExperimentalWarning):
-            _log.info("%s: %s", key, warning.message)
+        if issubclass(warning.category, ExperimentalWarning):  # TPE's group is the default
+            _log.debug("%s: %s", key, warning.message)
         else:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno

@@ -74,8 +74,15 @@ class SweepPlan:
         return out
 
     def setting_count(self) -> int | None:
-        """How many distinct settings the space can take, counting only values that act
-        (no ``prefetch_factor`` without workers); None when it is not finite or too large."""
+        """How many distinct settings the space can take (see :meth:`settings`); None when
+        it is not finite or too large."""
+        every = self.settings()
+        return None if every is None else len(every)
+
+    def settings(self) -> list[dict[str, Any]] | None:
+        """Every distinct setting of the space, as the values :func:`suggest` gives: only
+        values that act (no ``prefetch_factor`` without workers), ``num_workers`` first;
+        None when the space is not finite or has more than ``MAX_ENUMERATED`` points."""
         keys = suggestion_order(list(self.space))
         choices: list[list[Any]] = []
         for key in keys:
@@ -88,14 +95,13 @@ class SweepPlan:
                 return None
         if math.prod(len(c) for c in choices) > MAX_ENUMERATED:
             return None
-        seen = set()
+        seen: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
         for combo in itertools.product(*choices):
             values = dict(zip(keys, combo, strict=True))
             workers = _workers(values, self.fixed, self.default_workers)
-            seen.add(
-                tuple((k, v) for k, v in values.items() if applies(k, workers, self.accelerator))
-            )
-        return len(seen)
+            acting = {k: v for k, v in values.items() if applies(k, workers, self.accelerator)}
+            seen.setdefault(tuple(acting.items()), acting)
+        return list(seen.values())
 
     def workers_key(self) -> str | None:
         """The searched key of ``loader.num_workers`` (it may carry ``+``), if searched."""

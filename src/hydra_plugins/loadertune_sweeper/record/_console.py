@@ -92,8 +92,8 @@ class SweepView:
 
     def trial(self, index: int, frozen: FrozenTrial, result: TrialResult | None) -> None:
         params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
+        repeat = frozen.user_attrs.get(TrialAttr.REPEAT_OF)
         if frozen.state == TrialState.COMPLETE:
-            repeat = frozen.user_attrs.get(TrialAttr.REPEAT_OF)
             outcome = f"{frozen.value:.4f} ms/sample"
             if result is not None:
                 outcome += f"  {result.summary.samples_per_s:,.0f} samples/s"
@@ -102,6 +102,8 @@ class SweepView:
                 outcome += f"  [dim](same settings as trial {repeat}: not measured again)[/]"
         else:
             outcome = f"[red]{frozen.state.name}[/] {frozen.user_attrs.get(TrialAttr.REASON, '')}"
+            if repeat is not None:
+                outcome += f"  [dim](same settings as trial {repeat}: not started again)[/]"
         best = self._best()
         self.console.print(
             f"[{index}/{self.budget}] trial {frozen.number}  {params or '(defaults)'}  ->  "

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 OBJECTIVE = "time per sample (ms)"  # the objective's name and unit on Optuna's plots
+# Parent-run metric: trials answered from an earlier trial of the same settings, no child run.
+REPEATS_ANSWERED = "repeats_answered"
 MLFLOW_STATUS = {
     TrialState.COMPLETE: "FINISHED",
     TrialState.PRUNED: "KILLED",
@@ -47,11 +49,13 @@ MLFLOW_STATUS = {
 
 
 class SweepRecorder:
-    """One MLflow parent run per sweep invocation, one child run per trial.
+    """One MLflow parent run per sweep invocation, one child run per trial measured.
 
     A child run starts and ends when its trial did. A repeat (``repeat_of``, answered from an
-    earlier measurement) carries the figures of the run it repeats, so every child row sorts
-    and charts alike.
+    earlier trial of the same effective settings) is no row of its own: the runs table shows
+    one row per measured setting. The parent run counts repeats (metric
+    ``repeats_answered``) and the answering run names them (tag ``also_asked_as``); the
+    Optuna study keeps every trial.
     """
 
     def __init__(
@@ -70,6 +74,8 @@ class SweepRecorder:
         self.parent_id: str | None = None
         self.study_name = study.study_name
         self.runs: dict[int, str] = {}  # trial number -> its child run, in this sweep
+        self.repeats_answered = 0  # trials answered from an earlier one, in this sweep
+        self.asked_again: dict[int, list[int]] = {}  # trial number -> its repeats, here
         self.recommended: dict[str, Any] | None = None  # the verdict's pick, once given
         self.lost = ""  # why the tracking server is gone, once a write found it gone
         if not self.enabled:
@@ -102,9 +108,12 @@ class SweepRecorder:
         tags: dict[str, str],
         repeat_of: int | None = None,
     ) -> str | None:
-        """Create the trial's child run with its state, reason and whatever it measured
-        (``repeat_of``: the earlier trial whose measurement answered this one)."""
+        """Create the trial's child run with its state, reason and whatever it measured;
+        for a repeat (``repeat_of``: the earlier trial that answered it), count it instead."""
         if not self.enabled:
+            return None
+        if repeat_of is not None:
+            self._count_repeat(frozen.number, repeat_of)
             return None
         from loadertune.tracking import log_trial
 
@@ -125,16 +134,29 @@ class SweepRecorder:
         if config is not None and result is not None:
             log_trial(run_id, config, result, resolved_yaml)
         else:
-            self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml, repeat_of)
+            self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml)
         if frozen.user_attrs.get(TrialAttr.ERROR):
             self.client.log_text(run_id, str(frozen.user_attrs[TrialAttr.ERROR]), "error.txt")
         for key, value in frozen.params.items():
             self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", str(value))
         end = _ms(frozen.datetime_complete)
         self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"), end)
-        if repeat_of is None:
-            self.runs[frozen.number] = run_id
+        self.runs[frozen.number] = run_id
         return run_id
+
+    def _count_repeat(self, number: int, repeat_of: int) -> None:
+        """A repeat on the parent run (``repeats_answered``) and on the run that answered it,
+        when this sweep measured it (``also_asked_as``)."""
+        self.repeats_answered += 1
+        if self.parent_id is not None:
+            self.client.log_metric(
+                self.parent_id, REPEATS_ANSWERED, self.repeats_answered, step=self.repeats_answered
+            )
+        asked = self.asked_again.setdefault(repeat_of, [])
+        asked.append(number)
+        if repeat_of in self.runs:
+            shown = ", ".join(f"#{n}" for n in asked)
+            self.client.set_tag(self.runs[repeat_of], Tag.ALSO_ASKED_AS, shown)
 
     def _log_unmeasured(
         self,
@@ -143,10 +165,8 @@ class SweepRecorder:
         config: RunConfig | None,
         steps: list[StepRecord],
         resolved_yaml: str,
-        repeat_of: int | None,
     ) -> None:
-        """Params and figures of a trial with no full result: a repeat (of trial
-        ``repeat_of``), or a stopped one."""
+        """Params and what was measured of a trial with no full result (a stopped one)."""
         from mlflow.entities import Metric, Param
 
         from loadertune.tracking import SERIES, trial_params
@@ -159,8 +179,6 @@ class SweepRecorder:
         for key in ("other_cpu_percent", "steal_percent"):  # a pruned trial's, metered
             if key in frozen.user_attrs:
                 figures[key] = float(frozen.user_attrs[key])
-        if repeat_of is not None:
-            figures = self.figures_of(repeat_of, frozen.value)
         metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
         for r in steps:
             metrics.append(Metric(SERIES + "step_time_ms", r.step_s * 1000, now, r.index))
@@ -170,22 +188,6 @@ class SweepRecorder:
                 run_id, metrics=metrics[i : i + 1000], params=params if i == 0 else []
             )
         self.client.log_text(run_id, resolved_yaml, "config.yaml")
-
-    def figures_of(self, number: int, value: float | None = None) -> dict[str, float]:
-        """The summary figures of trial ``number``'s measured child run (no series), for a
-        repeat of it; its time per sample alone if that run cannot be found."""
-        from loadertune.tracking import SERIES
-
-        run_id = self.run_of(number)
-        figures: dict[str, float] = {}
-        if run_id is not None:
-            metrics = self.client.get_run(run_id).data.metrics
-            # A repeat is not a verdict candidate: the measurement's own figures only.
-            own = (SERIES, "verdict_")
-            figures = {k: v for k, v in metrics.items() if not k.startswith(own)}
-        if not figures and value is not None:
-            figures = {"time_per_sample_ms": float(value)}
-        return figures
 
     def run_of(self, number: int) -> str | None:
         """The child run that measured trial ``number`` of this study: this sweep's, or an
@@ -236,6 +238,8 @@ class SweepRecorder:
                     "search_best_trial_number", float(results[Results.BEST_TRIAL_NUMBER]), now, 0
                 ),
             ]
+        count = self.repeats_answered
+        metrics.append(Metric(REPEATS_ANSWERED, float(count), now, count))
         self.client.log_batch(self.parent_id, metrics=metrics, params=params)
         self.client.log_artifact(self.parent_id, str(sweep_dir / "optimization_results.yaml"))
         with tempfile.TemporaryDirectory() as tmp:

@@ -62,10 +62,10 @@ def log_verdict(
     """The verdict on the parent run and on each candidate's child run.
 
     Parent: ``recommended.*`` (above), ``verdict_tolerance`` (the noise allowed for),
-    ``verdict_noise`` (the noise measured), the tags ``verdict.*`` (confidence, why, what
-    limits it), the model-based guess against its measurement (``guess_num_workers``,
-    ``guess_time_per_sample_ms``, ``guess_measured_time_per_sample_ms``), verdict.md,
-    best_loader.yaml and verdict.png.
+    ``verdict_noise`` (the noise measured), ``verdict_rounds`` (the rounds it needed), the
+    tags ``verdict.*`` (confidence, why, what limits it), the model-based guess against its
+    measurement (``guess_num_workers``, ``guess_time_per_sample_ms``,
+    ``guess_measured_time_per_sample_ms``), verdict.md, best_loader.yaml and verdict.png.
     """
     if not recorder.enabled or recorder.parent_id is None:
         return
@@ -78,6 +78,7 @@ def log_verdict(
         "recommended_trial_number": float(c.trial.number),
         "verdict_tolerance": rec.tolerance,
         "verdict_noise": rec.noise,
+        "verdict_rounds": float(verdict.rounds),
     }
     if c.samples_per_s:
         figures["recommended_samples_per_s"] = _median(c.samples_per_s)

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.config import RunConfig, to_run_config
 
+from .._keys import TrialAttr
 from ..plan._sweep_plan import Composer
 from ._busy_machine import BusyPolicy
+from ._noise_pruner import block_ms
 from ._trial_process import Limits, TrialOutcome, run_trial_process
 
 if TYPE_CHECKING:
@@ -67,12 +69,17 @@ class Measurer:
         from loadertune.timing import summarize
 
         s = self.settings
+        workers = config.loader.num_workers
+        kept: list[float] = []
 
         def on_progress(steps: list[Any]) -> bool:
             if trial is None:
                 return False
-            per_sample = summarize(steps, config.loader.num_workers).time_per_sample_ms
-            trial.report(per_sample, step=len(steps))
+            blocks = block_ms(steps, workers, s.report_every)
+            if len(blocks) != len(kept):  # the noise pruner's input, kept with the trial
+                kept[:] = [round(b, 6) for b in blocks]
+                trial.set_user_attr(TrialAttr.BLOCK_MS, kept)
+            trial.report(summarize(steps, workers).time_per_sample_ms, step=len(steps))
             return trial.should_prune()
 
         limits = Limits(

@@ -113,13 +113,7 @@ def answer_trial(
     trial.set_user_attr(TrialAttr.EFFECTIVE_KEY, key)
     earlier = _same_measurement(study, key, trial.number)
     if earlier is not None:
-        trial.set_user_attr(TrialAttr.REPEAT_OF, earlier.number)
-        answer.state, answer.value, answer.repeat_of = (
-            TrialState.COMPLETE,
-            earlier.value,
-            earlier,
-        )
-        return answer
+        return _repeat(answer, earlier)
     outcome = measure(trial, job_cfg, answer.config)
     answer.outcome = outcome
     answer.reason, answer.error = outcome.reason, outcome.error
@@ -132,11 +126,38 @@ def answer_trial(
     return answer
 
 
+# The trials whose answer stands for every later trial of the same settings: a measurement,
+# or a pruning (the pruner, a memory budget, an infeasible setting) that measuring it again
+# would only repeat. A failed trial (a crash) is not an answer: it may be tried again.
+ANSWERED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
 def _same_measurement(study: optuna.Study, key: str, number: int) -> Any:
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.number != number and t.user_attrs.get(TrialAttr.EFFECTIVE_KEY) == key:
+    """The first trial with these effective settings that has an answer (see ``ANSWERED``);
+    the original, never a repeat, so every repeat names the trial that measured."""
+    for t in study.get_trials(deepcopy=False, states=ANSWERED):
+        if (
+            t.number != number
+            and t.user_attrs.get(TrialAttr.EFFECTIVE_KEY) == key
+            and t.user_attrs.get(TrialAttr.REPEAT_OF) is None
+        ):
             return t
     return None
+
+
+def _repeat(answer: Answer, earlier: optuna.trial.FrozenTrial) -> Answer:
+    """Answer the trial from ``earlier``, which had the same effective settings: the same
+    state, value, reason and pruner reports, so the sampler learns from it as from the
+    original (TPE ranks a pruned trial by its last report), and no process is started."""
+    trial = answer.trial
+    trial.set_user_attr(TrialAttr.REPEAT_OF, earlier.number)
+    for step, value in sorted(earlier.intermediate_values.items()):
+        trial.report(value, step)
+    answer.repeat_of, answer.state = earlier, earlier.state
+    answer.value = earlier.value if earlier.state == TrialState.COMPLETE else None
+    reason = earlier.user_attrs.get(TrialAttr.REASON)
+    answer.reason = str(reason) if reason else None
+    return answer
 
 
 def tell_and_record(

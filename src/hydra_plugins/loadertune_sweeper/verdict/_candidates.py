@@ -40,6 +40,7 @@ class Candidate:
     steal_percent: list[float] = field(default_factory=list)
     bottleneck: str = ""
     why: str = ""
+    left_after: int | None = None  # rounds after which it left the race (out_of_race)
 
     @property
     def workers(self) -> int:
@@ -80,10 +81,14 @@ def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
         and t.user_attrs.get(TrialAttr.REPEAT_OF) is None
     ]
     chosen: dict[int, Candidate] = {}
-    for t in complete:
-        role = role_of(t)
-        if role is not None:
-            chosen.setdefault(t.number, Candidate(t, [])).roles.append(role)
+    by_number = {t.number: t for t in complete}
+    for t in trials:  # a baseline answered from an earlier trial stands on that trial
+        role = role_of(t) if t.state == TrialState.COMPLETE else None
+        measured = by_number.get(int(t.user_attrs.get(TrialAttr.REPEAT_OF, t.number)))
+        if role is not None and measured is not None:
+            roles = chosen.setdefault(measured.number, Candidate(measured, [])).roles
+            if role not in roles:
+                roles.append(role)
     for rank, t in enumerate(sorted(complete, key=lambda t: float(t.value or 0.0))[:top], start=1):
         chosen.setdefault(t.number, Candidate(t, [])).rank = rank
     return sorted(chosen.values(), key=lambda c: c.trial.number)
@@ -125,14 +130,22 @@ def rounds_of(measured: list[Candidate]) -> dict[int, paired_stats.Rounds]:
     return {i: c.by_round for i, c in enumerate(measured)}
 
 
+def in_race(cands: list[Candidate]) -> list[Candidate]:
+    """The measured candidates that did not leave the race (:func:`out_of_race`): the ones
+    the pick is made from and judged against (a setting that left has fewer rounds, and its
+    median, over other rounds, does not compare)."""
+    return [c for c in cands if c.values and c.left_after is None]
+
+
 def recommend(cands: list[Candidate]) -> Recommendation:
     """Cheapest (fewest workers, then least memory) whose time is within noise of the best
-    (:func:`loadertune.decision.recommend`), with the speed-up of each advice over it."""
-    measured = [c for c in cands if c.values]
+    (:func:`loadertune.decision.recommend`) among those in the race, with the speed-up of
+    each advice over it (over the rounds they share, for a setting that left the race too)."""
+    measured = in_race(cands)
     choice = decision.recommend(rounds_of(measured), {i: _cost(c) for i, c in enumerate(measured)})
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     speedups = {}
-    for c in measured:
+    for c in (c for c in cands if c.values):
         for role in c.roles:
             mid, low, high, _ = compare(c, chosen)
             speedups[role] = (mid, low, high)
@@ -153,7 +166,7 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
     Too close to call: within noise of the fastest, yet slower than it by more than
     ``NOISE_FLOOR`` at the median. More rounds narrow the noise and settle it.
     """
-    measured = [c for c in cands if c.values]
+    measured = in_race(cands)
     if len(measured) < 2:
         return []
     fastest = measured[decision.fastest(rounds_of(measured))]
@@ -165,3 +178,10 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
         if ratio > 1 + NOISE_FLOOR and within_noise(ratio, noise):
             close.append(c)
     return [fastest, *close] if close else []
+
+
+def out_of_race(cands: list[Candidate]) -> list[Candidate]:
+    """The measured candidates that lost every round to the fastest by more than the noise
+    (:func:`loadertune.decision.out_of_race`): more rounds of them cannot change the pick."""
+    measured = [c for c in cands if c.values]
+    return [measured[i] for i in decision.out_of_race(rounds_of(measured))]

@@ -24,6 +24,7 @@ from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
 from loadertune.paired_stats import MARGIN
 
+from . import _candidates
 from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
 
 Assurance: TypeAlias = decision.Assurance[Candidate]  # the core's, naming candidates as open
@@ -87,8 +88,10 @@ def assess(
 ) -> Assurance:
     """The confidence in ``rec`` (:mod:`loadertune.decision`), with the sweep's own checks:
     the noise pooled over every setting measured again, and other work on the machine.
-    ``search_busy``: each search trial's busy share (0..1)."""
-    measured = [c for c in cands if c.values]
+    ``search_busy``: each search trial's busy share (0..1). A setting that left the race
+    (it lost every round beyond the noise) is no risk to the pick and has fewer rounds: it
+    takes no part in the findings."""
+    measured = _candidates.in_race(cands)
     pooled = pooled_ratio_sd(measured)
     at = {id(c): i for i, c in enumerate(measured)}
     f = decision.findings(rounds_of(measured), at[id(rec.chosen)], at[id(rec.fastest)], pooled)

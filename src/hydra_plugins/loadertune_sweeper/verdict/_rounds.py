@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 # A verdict round times exactly trial.steps steps: its precision comes from the repeats,
 # compared round by round, not from a longer window.
 ROUND_WINDOW = ["trial.precision=null"]
+MIN_ROUNDS = 3  # the fewest rounds whose pick can be ``high`` (decision.shortfalls)
 
 # Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
 Measure = Callable[[list[str], int], "TrialResult | None"]
@@ -53,6 +54,7 @@ class Verdict:
     markdown: str
     loader_file: Path  # the config group option ``loader=best``
     settings: dict[str, Any]  # the loader settings written there
+    rounds: int = 0  # the interleaved rounds it needed
 
     @property
     def guess_measured_ms(self) -> float | None:
@@ -74,33 +76,22 @@ class VerdictRun:
     memory_budget_mb: float
 
     def run(self, top: int, repeats: int) -> Verdict | None:
-        """Measure the ``top`` settings and the baselines ``repeats`` times, recommend, export.
-
-        None when there is nothing to compare or the sweep was stopped.
-        """
+        """Measure the ``top`` settings and the baselines in up to ``repeats`` interleaved
+        rounds, recommend, export; None when there is nothing to compare or the sweep was
+        stopped. See :func:`run_rounds` for when the rounds stop."""
         space = self.plan.baseline_space()  # the range asked for, widened where the guess did
         searched = [t for t in self.study.trials if _storage.in_space(t, space)]
         cands = _candidates.candidates(searched, top)
         if not cands:
             return None
-        self.note(f"verdict: measuring {len(cands)} settings {repeats} times each, interleaved")
-        for round_ in range(repeats):
-            if not self._round(round_, cands):
-                return None
-        # Too close to call: a cheaper setting whose rounds neither clear it nor rule it out,
-        # or a setting that may still be faster than the pick, gets more rounds, side by
-        # side with the fastest, up to twice the repeats.
-        for extra in range(repeats):
-            open_ = still_open(cands, repeats, usable_cpus())
-            if not open_:
-                break
-            names = ", ".join(f"trial {c.trial.number}" for c in open_)
-            self.note(f"verdict: too close to call, one more round of {names}")
-            if not self._round(repeats + extra, open_):
-                return None
-        if not any(c.values for c in cands):
+        self.note(
+            f"verdict: measuring {len(cands)} settings up to {repeats} times each, "
+            "interleaved, until the pick is settled"
+        )
+        rounds = run_rounds(cands, repeats, self._round, self.note, usable_cpus())
+        if rounds is None or not any(c.values for c in cands):
             return None
-        return self._conclude(cands, repeats)
+        return self._conclude(cands, repeats, rounds)
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
         """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
@@ -128,7 +119,7 @@ class VerdictRun:
             c.bottleneck, c.why = d.label, d.sentence
         return True
 
-    def _conclude(self, cands: list[Candidate], repeats: int) -> Verdict:
+    def _conclude(self, cands: list[Candidate], repeats: int, rounds: int) -> Verdict:
         """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
         ``loader=best``."""
         from ._figure import verdict_figure
@@ -139,6 +130,7 @@ class VerdictRun:
         text = _text.verdict_markdown(
             rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
         )
+        text += _text.rounds_line(rounds, repeats, cands)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         ranks = config.trial.nproc_per_node
         if ranks > 1:  # the workers named are each rank's
@@ -149,7 +141,51 @@ class VerdictRun:
         config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])
         loader_file, settings = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
-        return Verdict(rec, cands, assurance, text, loader_file, settings)
+        return Verdict(rec, cands, assurance, text, loader_file, settings, rounds)
+
+
+def run_rounds(
+    cands: list[Candidate],
+    repeats: int,
+    measure_round: Callable[[int, list[Candidate]], bool],
+    note: Callable[[str], None],
+    cpus: int,
+) -> int | None:
+    """Run rounds while the pick or its confidence can still change; how many ran (None:
+    ``measure_round``, which measures the settings given once each, said stop).
+
+    Every setting still in the race is measured in each of the first ``repeats`` rounds;
+    after each round a setting that lost every round to the fastest by more than the noise
+    leaves the race (:func:`._candidates.out_of_race`). From ``MIN_ROUNDS`` rounds on (the
+    fewest that can be ``high``) the rounds stop once nothing is open
+    (:func:`._confidence.still_open`: no setting too close to call, none that may still beat
+    the pick, and not a busy machine, where rounds buy nothing). Past ``repeats``, only the
+    open settings get more rounds, up to twice the repeats.
+    """
+    alive, rounds = list(cands), 0
+    least = min(repeats, MIN_ROUNDS)
+    while rounds < 2 * repeats:
+        which = alive
+        if rounds >= least:
+            open_ = still_open(alive, rounds, cpus)
+            if not open_:
+                break
+            if rounds >= repeats:
+                which = open_
+                names = ", ".join(f"trial {c.trial.number}" for c in open_)
+                note(f"verdict: too close to call, one more round of {names}")
+        if not measure_round(rounds, which):
+            return None
+        rounds += 1
+        for c in _candidates.out_of_race(alive):
+            c.left_after = rounds
+            alive.remove(c)
+            note(
+                f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: "
+                f"slower than the fastest beyond the noise in each of {rounds} rounds"
+            )
+    note(f"verdict: settled after {rounds} round{'s' * (rounds != 1)}")
+    return rounds
 
 
 def search_busy(study: optuna.Study) -> list[float]:

@@ -49,6 +49,19 @@ def verdict_markdown(
     return "\n".join(lines) + "\n"
 
 
+def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
+    """How many rounds the verdict needed, and which settings left the race when."""
+    left = [c for c in cands if c.left_after is not None]
+    line = (
+        f"\nRounds: {rounds} (verdict_repeats={repeats}; up to {2 * repeats} when too close "
+        "to call; the rounds stop once the pick is settled)."
+    )
+    if left:
+        named = ", ".join(f"trial {c.trial.number} after {c.left_after}" for c in left)
+        line += f" Left the race, slower beyond the noise in every round: {named}."
+    return line + "\n"
+
+
 def headline(rec: Recommendation, unit: str = "ms") -> str:
     """The recommendation in one sentence, with the noise the repeats showed."""
     chosen, fastest = rec.chosen, rec.fastest

@@ -1,0 +1,107 @@
+"""A verdict that stops when it knows, on synthetic rounds: a setting that loses every round
+leaves the race, and the rounds stop once the pick and its confidence are settled."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from optuna.distributions import IntDistribution
+from optuna.trial import create_trial
+
+from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
+from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
+from hydra_plugins.loadertune_sweeper.verdict._rounds import run_rounds
+from loadertune.decision import Confidence, out_of_race
+
+
+def _cand(workers: int) -> _candidates.Candidate:
+    trial = create_trial(
+        params={"loader.num_workers": workers},
+        distributions={"loader.num_workers": IntDistribution(0, 8)},
+        value=1.0,
+    )
+    trial.number = workers
+    return _candidates.Candidate(trial, [])
+
+
+Truth = Callable[[int, int], float]  # (workers, round) -> the time measured
+
+
+def _measurer(truth: Truth, log: list[tuple[int, int]]) -> Callable[..., bool]:
+    def measure(round_: int, which: list[_candidates.Candidate]) -> bool:
+        for c in which:
+            log.append((round_, c.workers))
+            c.values.append(truth(c.workers, round_))
+            c.rounds.append(round_)
+            c.memory_mb.append(100.0 * (1 + c.workers))
+            c.other_cpu_percent.append(2.0)
+            c.steal_percent.append(0.0)
+        return True
+
+    return measure
+
+
+def _quiet(times: dict[int, float], seed: int = 1) -> Truth:
+    rng = random.Random(seed)
+    drift = [rng.uniform(0.9, 1.1) for _ in range(20)]  # the machine's speed, round by round
+    return lambda w, r: times[w] * drift[r] * (1 + 0.003 * ((r + w) % 3 - 1))
+
+
+def test_a_setting_losing_every_round_leaves_the_race() -> None:
+    cands = [_cand(0), _cand(2), _cand(4)]
+    log: list[tuple[int, int]] = []
+    notes: list[str] = []
+    truth = _quiet({0: 2.0, 2: 1.0, 4: 1.01})
+    rounds = run_rounds(cands, 3, _measurer(truth, log), notes.append, cpus=2)
+    slow = cands[0]
+    assert slow.left_after == 2 and len(slow.values) == 2  # out after two rounds, not three
+    assert rounds is not None and sum(1 for r, w in log if w == 0) == 2
+    assert any("trial 0" in n and "leaves the race" in n for n in notes)
+    rec = _candidates.recommend(cands)
+    assert rec.chosen.workers in (2, 4) and slow not in _candidates.in_race(cands)
+
+
+def test_rounds_stop_once_the_pick_is_settled() -> None:
+    cands = [_cand(0), _cand(2)]
+    log: list[tuple[int, int]] = []
+    truth = _quiet({0: 1.5, 2: 1.0})
+    rounds = run_rounds(cands, 6, _measurer(truth, log), lambda _: None, cpus=2)
+    # Six repeats asked; a clear pick on a quiet machine is settled after three rounds.
+    assert rounds == 3
+    rec = _candidates.recommend(cands)
+    assert rec.chosen.workers == 2
+    assert assess(rec, cands, 2, 6).level == Confidence.HIGH
+
+
+def test_a_close_call_gets_more_rounds_of_the_open_settings_only() -> None:
+    cands = [_cand(0), _cand(2), _cand(8)]
+    log: list[tuple[int, int]] = []
+    rng = random.Random(4)
+    # 2 and 8 workers 3% apart with up to 7% noise: too close to call; 0 workers far slower.
+    noise = [[rng.uniform(0.93, 1.07) for _ in range(3)] for _ in range(10)]
+    times = {0: 3.0, 2: 1.03, 8: 1.0}
+    truth: Truth = lambda w, r: times[w] * noise[r][[0, 2, 8].index(w)]  # noqa: E731
+    rounds = run_rounds(cands, 3, _measurer(truth, log), lambda _: None, cpus=2)
+    assert rounds is not None and 3 < rounds <= 6
+    late = {w for r, w in log if r >= 3}
+    assert 0 not in late and late  # the extra rounds are the open settings'
+
+
+def test_a_stop_mid_verdict_ends_the_rounds() -> None:
+    cands = [_cand(0), _cand(2)]
+    assert run_rounds(cands, 3, lambda r, which: r < 1, lambda _: None, cpus=2) is None
+
+
+def test_out_of_race_needs_two_shared_rounds_and_a_gap_beyond_the_noise() -> None:
+    assert out_of_race({"a": {0: 1.0}, "b": {0: 2.0}}) == []
+    assert out_of_race({"a": {0: 1.0, 1: 1.1}, "b": {0: 2.0, 1: 2.1}}) == ["b"]
+    # Slower at the median, but one round within noise of the fastest: it stays.
+    assert out_of_race({"a": {0: 1.0, 1: 1.0, 2: 1.0}, "b": {0: 1.3, 1: 1.01, 2: 1.3}}) == []
+
+
+def test_the_verdict_says_how_many_rounds_it_needed() -> None:
+    cands = [_cand(0), _cand(2)]
+    cands[0].left_after = 2
+    line = _text.rounds_line(3, 3, cands)
+    assert "Rounds: 3" in line and "trial 0 after 2" in line

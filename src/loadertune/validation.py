@@ -201,6 +201,16 @@ def validate_workload(config: RunConfig) -> None:
     check_workload(config)
 
 
+def check_configured_shards(config: RunConfig) -> None:
+    """A built-in streaming dataset's readers against its shards, from the config alone
+    (a user's own iterable is checked once built, :mod:`loadertune.preflight`)."""
+    from loadertune.shards import check_shards, configured_shards
+
+    shards = configured_shards(config)
+    if shards is not None:
+        check_shards(config.loader, shards, config.trial.nproc_per_node)
+
+
 def validate(config: RunConfig) -> None:
     """Run every check that needs no dataset to be built and no worker to start."""
     from loadertune.preflight import check_worker_count
@@ -209,6 +219,7 @@ def validate(config: RunConfig) -> None:
     validate_trial(config.trial)  # trial.nproc_per_node first: the worker cap counts ranks
     check_worker_count(config.loader, config.trial.nproc_per_node)
     validate_dataset(config)
+    check_configured_shards(config)
     validate_workload(config)
     from loadertune.user_code import check_user_code  # builds the dataset only if it must
 

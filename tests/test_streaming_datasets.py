@@ -63,6 +63,7 @@ def test_tar_shards_are_written_once_and_streamed_once_per_epoch_by_workers(
     build_dataset(config)  # the cache is reused, not rewritten
     assert [p.stat().st_mtime_ns for p in shards] == mtimes
     image, label = next(iter(ds))
+    assert 0 <= label < 10
     assert image.dtype == torch.uint8 and tuple(image.shape) == (3, 16, 16)
     loader = build_dataloader(ds, {"batch_size": 5, "num_workers": 2, "drop_last": False}, "cpu")
     for _ in range(2):  # 4 shards of 10 over 2 workers: every sample once an epoch

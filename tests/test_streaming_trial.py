@@ -127,3 +127,13 @@ def test_a_discarded_step_stops_the_window_clock() -> None:
             timer.discard_last()
     first, last = timer.records
     assert first.end == 1.0 and last.start == 1.0 and last.end == 2.0
+
+
+def test_a_pass_without_a_whole_batch_is_one_line_not_a_loop(
+    compose: Compose, fixtures_on_path: Path
+) -> None:
+    # 1 shard of 2 samples, batches of 4 with drop_last: no pass ever yields a batch.
+    config = to_run_config(compose(_stream("dataset.n_shards=1", "dataset.per_shard=2")))
+    with pytest.raises(ConfigError) as err:
+        run_trial(config)
+    assert err.value.key == "loader.batch_size" and "whole pass" in str(err.value)

@@ -133,3 +133,17 @@ def test_bad_streaming_knobs_name_the_key(
 
 def test_streaming_configs_have_their_schema() -> None:
     assert WebDatasetConfig().shards == 8 and HFIterableConfig().num_shards == 8
+
+
+def test_a_missing_streaming_package_is_one_line_with_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "webdataset" else real(name)
+    )
+    with pytest.raises(ConfigError) as err:
+        validate(_config(tmp_path, WDS))
+    assert err.value.key == "dataset.name" and "loadertune[streaming]" in err.value.fix

@@ -188,6 +188,26 @@ def validate_dataset(config: RunConfig) -> None:
             )
     elif isinstance(ds, CustomDatasetConfig):
         import_target(ds.target)
+    elif ds.name in STREAMING_PACKAGES:
+        _check_streaming_extra(ds.name)
+
+
+STREAMING_PACKAGES = {"webdataset": "webdataset", "hf_iterable": "datasets"}
+"""The package each built-in streaming dataset reads with (the ``streaming`` extra)."""
+
+
+def _check_streaming_extra(name: str) -> None:
+    """Refuse a streaming dataset whose package is not installed, with the install line."""
+    import importlib.util
+
+    package = STREAMING_PACKAGES[name]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(
+            "dataset.name",
+            name,
+            f"reads with the {package} package, which is not installed",
+            "pip install 'loadertune[streaming]'",
+        )
 
 
 def validate_workload(config: RunConfig) -> None:

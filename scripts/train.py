@@ -43,6 +43,7 @@ def train(cfg: DictConfig) -> float:
     from loadertune import build_dataloader
     from loadertune.config import to_run_config
     from loadertune.datasets import build_dataset
+    from loadertune.datasets.iterable import first_items, is_iterable
     from loadertune.loader import to_device
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
@@ -68,7 +69,7 @@ def train(cfg: DictConfig) -> float:
     run = mlflow.start_run(run_name="train") if tracked else contextlib.nullcontext()
     with open_storage(config.storage) as store, run:
         dataset = build_dataset(config, store)
-        sample = dataset[0]
+        sample = first_items(dataset, 1)[0] if is_iterable(dataset) else dataset[0]
         step = build_train_step(
             config.model,
             sample,
@@ -115,7 +116,7 @@ def train(cfg: DictConfig) -> float:
             )
         if seconds <= 0:
             raise SystemExit(
-                f"train: an epoch of {len(loader)} batches is too short to time past the "
+                f"train: an epoch of {everything} samples is too short to time past the "
                 f"{burst} batches of worker start-up; use a larger dataset.count"
             )
         samples, seconds, total, total_s = _node_figures(samples, seconds, total, total_s)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset
 
 from loadertune import AutoLoader
 
@@ -185,15 +185,6 @@ def test_resume_with_another_order_is_refused() -> None:
     other = AutoLoader(Numbers(44), batch_size=4, shuffle=True, generator=seeded(1), tune_steps=0)
     with pytest.raises(ValueError, match="different order"):
         other.load_state_dict(first.state_dict())
-
-
-def test_iterable_dataset_is_refused() -> None:
-    class Stream(IterableDataset[int]):
-        def __iter__(self) -> Any:
-            return iter(range(10))
-
-    with pytest.raises(TypeError, match="map-style"):
-        AutoLoader(Stream(), batch_size=2)
 
 
 def test_explicit_settings_stay_fixed() -> None:

@@ -21,6 +21,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from loadertune.config_schema import structured
+from loadertune.config_streaming import HFIterableConfig as HFIterableConfig
+from loadertune.config_streaming import WebDatasetConfig as WebDatasetConfig
 from loadertune.errors import ConfigError
 
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -184,6 +186,8 @@ DatasetConfig = (
     | ImageFolderConfig
     | ArrayShardsConfig
     | TokensConfig
+    | WebDatasetConfig
+    | HFIterableConfig
     | CustomDatasetConfig
 )
 
@@ -276,6 +280,8 @@ DATASETS: dict[str, type[Any]] = {
     "image_folder": ImageFolderConfig,
     "array_shards": ArrayShardsConfig,
     "tokens": TokensConfig,
+    "webdataset": WebDatasetConfig,
+    "hf_iterable": HFIterableConfig,
     "custom": CustomDatasetConfig,
 }
 MODELS: dict[str, type[Any]] = {

@@ -271,11 +271,25 @@ def diagnose_result(result: Any, memory_budget_mb: float | None = None) -> Diagn
     """:func:`diagnose` for a :class:`~loadertune.result.TrialResult`; with several ranks, the
     node's figures, and the slowest rank named with what held it (:func:`slowest_rank`)."""
     found = _diagnose_summary(result, memory_budget_mb)
+    idle = getattr(result, "idle_workers", None)
+    if idle:
+        found = Diagnosis(found.label, f"{found.sentence} {idle_sentence(idle)}", found.evidence)
+        found.evidence["idle_workers"] = list(idle)
     ranks = getattr(result, "ranks", None)
     if not ranks:
         return found
     sentence, evidence = slowest_rank(ranks)
     return Diagnosis(found.label, f"{found.sentence} {sentence}", found.evidence | evidence)
+
+
+def idle_sentence(idle: Sequence[int]) -> str:
+    """Workers of an iterable dataset that yielded nothing: more workers than shards."""
+    names = ", ".join(str(w) for w in idle)
+    return (
+        f"Worker{'s' if len(idle) > 1 else ''} {names} yielded nothing (more workers than "
+        "the dataset has shards): each costs a process and memory for no data; lower "
+        "loader.num_workers or write the data in more shards."
+    )
 
 
 def slowest_rank(ranks: Sequence[Any]) -> tuple[str, dict[str, Any]]:

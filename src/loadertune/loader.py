@@ -140,7 +140,8 @@ def build_dataloader(
     """Build the DataLoader that ``loader_cfg`` describes, the way loadertune measured it.
 
     Args:
-        dataset: any map-style dataset.
+        dataset: any map-style dataset, or an ``IterableDataset`` (no sampler; its own
+            ``__iter__`` splits the shards by rank and worker, and shuffles if it does).
         loader_cfg: a :class:`LoaderConfig`, a dict or an OmegaConf node with its keys,
             or the path of ``loadertune``'s ``best_loader.yaml`` (read and checked here).
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
@@ -165,17 +166,26 @@ def build_dataloader(
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
     kwargs = dataloader_kwargs(effective) | loader_callables(effective, trust)
-    if "sampler" not in extra and "batch_sampler" not in extra:
+    if _streams(dataset):  # no sampler: the dataset orders and splits (and shuffles) itself
+        kwargs.pop("shuffle")
+    elif "sampler" not in extra and "batch_sampler" not in extra:
         sampler = _rank_sampler(dataset, effective, tuned_for(loader_cfg))
         if sampler is not None:
             extra = {**extra, "sampler": sampler}
     if "sampler" in extra or "batch_sampler" in extra:
-        kwargs.pop("shuffle")
+        kwargs.pop("shuffle", None)
     if "batch_sampler" in extra:
         for key in ("batch_size", "drop_last"):
             kwargs.pop(key)
     kwargs.update(extra)
     return DataLoader(dataset, **kwargs)
+
+
+def _streams(dataset: Any) -> bool:
+    """True for an ``IterableDataset``, which a DataLoader gives no sampler and no shuffle."""
+    from torch.utils.data import IterableDataset
+
+    return isinstance(dataset, IterableDataset)
 
 
 def _rank_sampler(dataset: Any, loader: LoaderConfig, tuned: int) -> Any:

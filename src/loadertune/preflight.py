@@ -125,14 +125,44 @@ def check_dataset(loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1) -
 def check(
     loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1
 ) -> tuple[Any, dict[str, float]]:
-    """(the first item, the estimates) once every check passed; see :func:`check_dataset`."""
-    check_fills_a_batch(loader, len(dataset))
-    first, item = largest_item_bytes(dataset)
+    """(the first item, the estimates) once every check passed; see :func:`check_dataset`.
+
+    An iterable dataset (no length, no index) has its shard arithmetic checked
+    (:mod:`loadertune.shards`) and is sized from the first items of a pass.
+    """
+    from loadertune.datasets.iterable import is_iterable
+
+    if is_iterable(dataset):
+        first, item = _iterable_items(loader, dataset, nproc_per_node)
+    else:
+        check_fills_a_batch(loader, len(dataset))
+        first, item = largest_item_bytes(dataset)
     batch = item * int(loader.batch_size or 1)
     estimates = {"item_bytes": float(item), "batch_mb": batch / 2**20}
     ranks = max(nproc_per_node, 1)
     _check_memory(loader, batch, estimates, ranks)
     return first, estimates | _check_shared(loader, first, batch, ranks)
+
+
+def _iterable_items(loader: LoaderConfig, dataset: Any, nproc_per_node: int) -> tuple[Any, int]:
+    """(the first item, the largest of the first few) of an iterable dataset whose shards
+    are enough for its readers; a warning where it splits by sample instead."""
+    import warnings
+
+    from loadertune.datasets.iterable import first_items, unwrapped
+    from loadertune.shards import check_shards, shards_of
+
+    shards = shards_of(unwrapped(dataset))
+    if shards is not None:
+        line = check_shards(loader, shards, nproc_per_node)
+        if line is not None:
+            warnings.warn(f"loadertune: {line}", stacklevel=3)
+    items = first_items(unwrapped(dataset), ITEMS_READ)
+    if not items:
+        raise ConfigError(
+            "dataset", "empty", "yields no items", "check the dataset's shards or arguments"
+        )
+    return items[0], max(sample_bytes(item) for item in items)
 
 
 def _of_ranks(ranks: int) -> str:

@@ -138,6 +138,22 @@ def summary_rows(config: RunConfig, result: TrialResult) -> list[tuple[str, str]
             "main + workers)",
         ),
         ("timed window", window_line(config, result)),
+        *streaming_rows(result),
+    ]
+
+
+def streaming_rows(result: TrialResult) -> list[tuple[str, str]]:
+    """For an iterable dataset: the passes opened inside the window and the idle workers."""
+    if not result.streaming:
+        return []
+    reopens = int(result.streaming.get("window_reopens", 0))
+    idle = ", ".join(str(w) for w in result.idle_workers) or "none"
+    return [
+        (
+            "stream",
+            f"{reopens} pass(es) ended inside the timed window (each next pass's start-up "
+            f"left out of it); workers that yielded nothing: {idle}",
+        )
     ]
 
 

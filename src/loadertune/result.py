@@ -74,6 +74,10 @@ class TrialResult:
         ranks: with ``trial.nproc_per_node`` > 1, each rank's own figures; the summary is then
             the node's (all ranks' samples over the slowest rank's window) and ``steps`` the
             node's steps (rank 0's timing, every rank's samples). Empty for one process.
+        streaming: for an iterable dataset, ``idle_workers`` (workers that yielded no item
+            in the whole trial: more workers than shards) and ``window_reopens`` (passes that
+            ended inside the timed window; each next pass's start-up is left out of it).
+        idle_workers: the ids of those workers.
     """
 
     summary: TimingSummary
@@ -99,6 +103,8 @@ class TrialResult:
     steal_percent: float = 0.0
     rate_ci_pct: float | None = None
     ranks: list[RankFigures] = field(default_factory=list)
+    streaming: dict[str, float] = field(default_factory=dict)
+    idle_workers: list[int] = field(default_factory=list)
 
     @property
     def objective(self) -> float:
@@ -135,6 +141,7 @@ class TrialResult:
             **({} if self.rate_ci_pct is None else {"rate_ci_pct": self.rate_ci_pct}),
             **self.storage,
             **self.accelerator,
+            **self.streaming,
             **{k: v for rank in self.ranks for k, v in rank.metrics().items()},
         }
 

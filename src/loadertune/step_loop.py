@@ -66,6 +66,7 @@ class StepLoop:
         self.sync = copies.sync
         self.split = split
         self.epochs = 0
+        self.reopened = 0  # passes opened inside the timed window (set by the trial)
         self._it: Any = None
         self._pending: Any = None
 
@@ -79,12 +80,24 @@ class StepLoop:
             except StopIteration:
                 self._it = iter(self.loader)
                 self.epochs += 1
-                return next(self._it)
+                return self._first_of_pass()
         except RuntimeError as err:
             failure = _dead_worker(self._it, err)
             if failure is None:
                 raise
             raise failure from err
+
+    def _first_of_pass(self) -> Any:
+        """The first batch of a pass just opened; a pass with none would loop for ever."""
+        try:
+            return next(self._it)
+        except StopIteration:
+            raise ConfigError(
+                "loader.batch_size",
+                getattr(self.loader, "batch_size", None),
+                "is more than a whole pass over the dataset yields (no batch in a pass)",
+                "lower loader.batch_size, set loader.drop_last=false, or use more data",
+            ) from None
 
     def first_batch(self, timer: StepTimer | None = None) -> float:
         """Seconds from creating the iterator to the first batch; the batch is then trained on

@@ -83,25 +83,37 @@ class StepTimer:
         self.records: list[StepRecord] = []
         self._marks: list[float] = []
         self._cpu: list[float] = []
+        self._paused_s = 0.0  # wall time of discarded steps, left out of later marks
+
+    def now(self) -> float:
+        """The clock, with the discarded steps' time taken out."""
+        return self.clock() - self._paused_s
+
+    def discard_last(self) -> StepRecord:
+        """Take the last step out of the window, as if the clock had stopped during it (an
+        iterable's pass ended and the next was opened: a boundary, not a stall)."""
+        record = self.records.pop()
+        self._paused_s += record.step_s
+        return record
 
     def start(self) -> None:
         """The step begins: about to ask the loader for a batch."""
-        self._marks = [self.clock()]
+        self._marks = [self.now()]
         self._cpu = [self.cpu_clock()]
 
     def batch_ready(self) -> None:
         """The batch arrived from the loader."""
-        self._marks.append(self.clock())
+        self._marks.append(self.now())
         self._cpu.append(self.cpu_clock())
 
     def copied(self) -> None:
         """The batch is on the device (synchronised for an accelerator)."""
-        self._marks.append(self.clock())
+        self._marks.append(self.now())
 
     def stepped(self, samples: int) -> StepRecord:
         """The model step finished; record and return the step."""
         start, ready, copied = self._marks
-        end = self.clock()
+        end = self.now()
         cpu_start, cpu_ready = self._cpu
         cpu_end = self.cpu_clock()
         record = StepRecord(

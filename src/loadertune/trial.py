@@ -79,6 +79,8 @@ class _Measured:
     measure_start: float
     warmup: int
     epochs: int
+    streaming: dict[str, float]  # an iterable's idle workers and passes opened in the window
+    idle_workers: list[int]
 
 
 def _run_on_storage(
@@ -111,6 +113,7 @@ def _measure(
 ) -> _Measured:
     """The first batch, the warm-up, then the timed window, with the process tree sampled
     from a process of its own (:mod:`loadertune.tree_sampler`)."""
+    from loadertune.datasets.iterable import WorkerTally, is_iterable
     from loadertune.models import split_batch
 
     eff = workload.effective
@@ -130,8 +133,14 @@ def _measure(
         window = _timed_window(tc, rule, loop, store, gpu, on_step, sampler.pid)
         sampler.stop()  # its last sample sees the workers, still alive, and their memory
         loop.close()
+    idle = loader.dataset.idle() if isinstance(loader.dataset, WorkerTally) else []
+    streaming = {"window_reopens": float(loop.reopened)} if is_iterable(loader.dataset) else {}
+    if streaming:
+        streaming["idle_workers"] = float(len(idle) if eff.num_workers else 0)
     del loader
-    return _Measured(window, sampler.report, first_batch_s, measure_start, warmup, loop.epochs)
+    return _Measured(
+        window, sampler.report, first_batch_s, measure_start, warmup, loop.epochs, streaming, idle
+    )
 
 
 def _timed_window(
@@ -163,15 +172,25 @@ def _timed_window(
 def _time_steps(
     loop: StepLoop, rule: StopRule, deadline: float, on_step: StepCallback | None
 ) -> tuple[StepTimer, bool]:
-    """Timed steps until ``rule`` is sure of the rate; past ``deadline``, stop (truncated)."""
+    """Timed steps until ``rule`` is sure of the rate; past ``deadline``, stop (truncated).
+
+    A step that met the end of an iterable's pass (the loop opened the next) is taken out of
+    the window with its time (:meth:`StepTimer.discard_last`) and counted in
+    ``loop.reopened``: the workers' start-up is an epoch boundary, not a stall."""
     timer = StepTimer()
     check_at = rule.min_steps
     while True:
+        epochs = loop.epochs
         record = loop.step(timer)
-        if on_step:
+        if loop.epochs != epochs:  # an iterable's pass ended: the next was opened, untimed
+            timer.discard_last()
+            loop.reopened += 1
+            if on_step:
+                on_step(record, False)
+        elif on_step:
             on_step(record, True)
         steps = len(timer.records)
-        if steps >= check_at:
+        if steps >= check_at and loop.epochs == epochs:
             if rule.sure(timer.records):
                 return timer, False
             check_at = rule.next_check(steps)
@@ -216,4 +235,6 @@ def _trial_result(
         other_cpu_percent=window.interference.other_cpu_percent,
         steal_percent=window.interference.steal_percent,
         rate_ci_pct=None if ci is None else 100.0 * ci,
+        streaming=measured.streaming,
+        idle_workers=measured.idle_workers if workers else [],
     )

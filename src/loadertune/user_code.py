@@ -178,8 +178,14 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
 
     plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle
     dataset = build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)
-    count = max(1, min(CHECK_ITEMS, len(dataset), config.loader.batch_size or 1))
-    items = [dataset[i] for i in range(count)]
+    from loadertune.datasets.iterable import first_items, is_iterable
+
+    wanted = max(1, min(CHECK_ITEMS, config.loader.batch_size or 1))
+    if is_iterable(dataset):
+        items = first_items(dataset, wanted)
+    else:
+        items = [dataset[i] for i in range(min(wanted, len(dataset)))]
+    count = len(items)
     path = config.loader.collate_fn
     try:
         return (collate or default_collate)(items)

@@ -188,6 +188,26 @@ def validate_dataset(config: RunConfig) -> None:
             )
     elif isinstance(ds, CustomDatasetConfig):
         import_target(ds.target)
+    elif ds.name in STREAMING_PACKAGES:
+        _check_streaming_extra(ds.name)
+
+
+STREAMING_PACKAGES = {"webdataset": "webdataset", "hf_iterable": "datasets"}
+"""The package each built-in streaming dataset reads with (the ``streaming`` extra)."""
+
+
+def _check_streaming_extra(name: str) -> None:
+    """Refuse a streaming dataset whose package is not installed, with the install line."""
+    import importlib.util
+
+    package = STREAMING_PACKAGES[name]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(
+            "dataset.name",
+            name,
+            f"reads with the {package} package, which is not installed",
+            "pip install 'loadertune[streaming]'",
+        )
 
 
 def validate_workload(config: RunConfig) -> None:
@@ -201,6 +221,16 @@ def validate_workload(config: RunConfig) -> None:
     check_workload(config)
 
 
+def check_configured_shards(config: RunConfig) -> None:
+    """A built-in streaming dataset's readers against its shards, from the config alone
+    (a user's own iterable is checked once built, :mod:`loadertune.preflight`)."""
+    from loadertune.shards import check_shards, configured_shards
+
+    shards = configured_shards(config)
+    if shards is not None:
+        check_shards(config.loader, shards, config.trial.nproc_per_node)
+
+
 def validate(config: RunConfig) -> None:
     """Run every check that needs no dataset to be built and no worker to start."""
     from loadertune.preflight import check_worker_count
@@ -209,6 +239,7 @@ def validate(config: RunConfig) -> None:
     validate_trial(config.trial)  # trial.nproc_per_node first: the worker cap counts ranks
     check_worker_count(config.loader, config.trial.nproc_per_node)
     validate_dataset(config)
+    check_configured_shards(config)
     validate_workload(config)
     from loadertune.user_code import check_user_code  # builds the dataset only if it must
 

@@ -62,6 +62,7 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
 
     from loadertune import preflight
     from loadertune.datasets import build_dataset
+    from loadertune.datasets.iterable import WorkerTally, is_iterable
     from loadertune.loader import effective_settings
     from loadertune.models import build_train_step
 
@@ -71,6 +72,8 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
         torch.set_num_threads(tc.torch_threads)
     device = torch.device(resolve_device(tc.device))
     dataset = build_dataset(config, store) if dataset is None else dataset
+    if is_iterable(dataset) and not isinstance(dataset, WorkerTally):
+        dataset = WorkerTally(dataset, config.loader.num_workers)  # to name idle workers
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
     effective = effective_settings(config.loader, device)
@@ -95,12 +98,17 @@ def build_loader(
     tc: TrialConfig, workload: Workload, warmup: int, steps: int, rank: int = 0, world: int = 1
 ) -> Any:
     """The DataLoader over a stream of indices that cannot run dry inside the window; with
-    ``world`` ranks, each rank's share of a stream ``world`` times as long."""
+    ``world`` ranks, each rank's share of a stream ``world`` times as long. An iterable
+    dataset streams itself (its ranks split by node), and its pass may end inside the
+    window: the loop opens the next (:class:`~loadertune.step_loop.StepLoop`)."""
     import torch
 
+    from loadertune.datasets.iterable import is_iterable
     from loadertune.loader import build_dataloader
 
     eff = workload.effective
+    if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
+        return build_dataloader(workload.dataset, eff, workload.device)
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)
     batches = 1 + warmup + steps + ahead + 1
     stream = stream_sampler(

@@ -16,6 +16,7 @@ from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
 from loadertune.autoloader._world import World, world
+from loadertune.errors import ConfigError
 from loadertune.machine import cpus_per_rank
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ class AutoLoader:
     on every rank with the same arguments (a ``DistributedSampler`` gives each its share).
 
     Args:
-        dataset: a map-style dataset (an ``IterableDataset`` is refused: its workers each
-            stream their own shard, so switching workers would repeat or skip samples).
+        dataset: a map-style dataset (an ``IterableDataset`` is refused with a
+            :class:`~loadertune.errors.ConfigError` saying why: switching workers re-splits
+            its shards and repeats samples; tune it with a sweep instead).
         tune_steps: training steps to tune within (0: no tuning, the model guess is not
             measured; the default, ``num_workers=0`` unless given, is kept).
         max_workers: most workers probed (default 8 per usable CPU, at most 64).
@@ -286,15 +288,25 @@ def _default_memory_limit() -> float:
     return float(held + 0.8 * psutil.virtual_memory().available) / 2**20
 
 
+ITERABLE_REFUSED = (
+    "is an IterableDataset, which AutoLoader cannot tune and keep every sample exactly once "
+    "per epoch: its workers split the shards among themselves, so a probe with another "
+    "num_workers splits them anew and starts each shard from its beginning (samples "
+    "repeated), and probing only at epoch boundaries costs a whole epoch per setting"
+)
+
+
 def _check_inputs(dataset: Dataset[Any], kwargs: Mapping[str, Any]) -> None:
     """Refuse what AutoLoader cannot tune and still deliver each sample once per epoch."""
     from torch.utils.data import IterableDataset
 
     if isinstance(dataset, IterableDataset):
-        raise TypeError(
-            "AutoLoader needs a map-style dataset: an IterableDataset's workers each stream "
-            "their own share, so switching num_workers mid-epoch would repeat or skip "
-            "samples. Tune it with a sweep (loadertune -m) and build_dataloader instead."
+        raise ConfigError(
+            "dataset",
+            type(dataset).__name__,
+            ITERABLE_REFUSED,
+            "tune it with a sweep (loadertune -m dataset=custom dataset._target_=<your class>) "
+            "and build its loader with build_dataloader(dataset, 'best_loader.yaml')",
         )
     if kwargs.get("in_order", True) is False:
         raise ValueError("AutoLoader needs in_order=True to know which batches arrived")

@@ -1,7 +1,9 @@
 """Datasets a trial can read: generated images, shards or tokens, a user's folder or class.
 
-Every dataset is map-style, picklable (spawn and forkserver workers get a copy) and small per
-worker: paths and offsets in numpy arrays, files opened lazily in each process. Built-in
+Every dataset is picklable (spawn and forkserver workers get a copy) and small per worker:
+paths and offsets in numpy arrays, files opened lazily in each process. Most are map-style;
+``webdataset`` and ``hf_iterable`` (and a user's own ``IterableDataset``) stream shards,
+each worker its own (:mod:`.iterable`, :mod:`loadertune.shards`). Built-in
 datasets place their files on the trial's storage and read through its reader, so the same
 dataset runs on ``local``, ``cold``, ``memory`` or a throttled device unchanged.
 """
@@ -13,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 from loadertune.config import (
     ArrayShardsConfig,
     CustomDatasetConfig,
+    HFIterableConfig,
     ImageFolderConfig,
     RunConfig,
     SyntheticImagesConfig,
     TokensConfig,
+    WebDatasetConfig,
     resolve_path,
 )
 from loadertune.datasets._checks import check_dataset
@@ -54,18 +58,40 @@ def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> A
 
         path = resolve_path(ds.path) if ds.path else ensure_tokens(ds, cache)
         return TokenDataset(store.place(path), ds.seq_len, ds.vocab_size, store.reader)
+    if isinstance(ds, WebDatasetConfig):
+        from loadertune.datasets.tar_shards import TarShards, ensure_tar_shards
+
+        root = resolve_path(ds.root) if ds.root else ensure_tar_shards(ds, cache)
+        return TarShards.from_folder(store.place(root), ds, store.reader)
+    if isinstance(ds, HFIterableConfig):
+        from loadertune.datasets.hf_iterable import HFTokenStream, ensure_hf_dataset
+
+        path = resolve_path(ds.path) if ds.path else ensure_hf_dataset(ds, cache)
+        return HFTokenStream(store.place(path), ds, store.reader)
     if isinstance(ds, CustomDatasetConfig):
         from loadertune.imports import import_target
 
-        return _map_style(import_target(ds.target)(**ds.kwargs), ds.target)
+        return _usable(import_target(ds.target)(**ds.kwargs), ds.target)
     raise TypeError(f"unknown dataset config {type(ds).__name__}")
 
 
-def _map_style(dataset: Any, target: str) -> Any:
-    """The object ``dataset._target_`` returned, if a DataLoader can index it and count it."""
+def _usable(dataset: Any, target: str) -> Any:
+    """The object ``dataset._target_`` returned, if a DataLoader can stream it (an
+    ``IterableDataset``) or index it and count it (map-style)."""
+    from loadertune.datasets.iterable import is_iterable
     from loadertune.errors import ConfigError
 
+    if is_iterable(dataset):
+        return dataset
     kind = type(dataset).__name__
+    if hasattr(dataset, "__iter__") and not hasattr(dataset, "__getitem__"):
+        raise ConfigError(
+            "dataset._target_",
+            target,
+            f"returned an instance of {kind}, an iterable that is not an IterableDataset "
+            "(a DataLoader would index it)",
+            "subclass torch.utils.data.IterableDataset",
+        )
     if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
         raise ConfigError(
             "dataset._target_",

@@ -10,9 +10,11 @@ from pathlib import Path
 from loadertune.config import (
     ArrayShardsConfig,
     DatasetConfig,
+    HFIterableConfig,
     ImageFolderConfig,
     SyntheticImagesConfig,
     TokensConfig,
+    WebDatasetConfig,
 )
 from loadertune.errors import ConfigError
 
@@ -31,6 +33,64 @@ def check_dataset(ds: DatasetConfig) -> None:
         _shards(ds)
     elif isinstance(ds, TokensConfig):
         _tokens(ds)
+    elif isinstance(ds, WebDatasetConfig):
+        _webdataset(ds)
+    elif isinstance(ds, HFIterableConfig):
+        _hf_iterable(ds)
+
+
+def _webdataset(ds: WebDatasetConfig) -> None:
+    _at_least("dataset.shuffle_buffer", ds.shuffle_buffer, 0, "1000")
+    if ds.root is not None:
+        root = Path(ds.root).expanduser()
+        if not root.is_dir() or not any(root.glob("*.tar")):
+            raise ConfigError(
+                "dataset.root",
+                ds.root,
+                "is not a folder of .tar shards",
+                "point it at a folder of WebDataset shards (<key>.jpg and <key>.cls in each), "
+                "or set dataset.root=null to generate them",
+            )
+        return
+    _at_least("dataset.count", ds.count, 1, "4096")
+    _at_least("dataset.shards", ds.shards, 1, "8")
+    _at_least("dataset.image_size", ds.image_size, 8, "64")
+    _at_least("dataset.num_classes", ds.num_classes, 1, "10")
+    if ds.shards > ds.count:
+        raise ConfigError(
+            "dataset.shards",
+            ds.shards,
+            f"is more shards than dataset.count={ds.count} samples (some would be empty)",
+            f"use dataset.shards<={ds.count}",
+        )
+    if not 1 <= ds.quality <= 95:
+        raise ConfigError("dataset.quality", ds.quality, "must be in 1..95", "e.g. 90")
+
+
+def _hf_iterable(ds: HFIterableConfig) -> None:
+    _at_least("dataset.num_shards", ds.num_shards, 1, "8")
+    _at_least("dataset.shuffle_buffer", ds.shuffle_buffer, 0, "1000")
+    _at_least("dataset.seq_len", ds.seq_len, 1, "128")
+    if ds.path is not None:
+        if not Path(ds.path).expanduser().is_dir():
+            raise ConfigError(
+                "dataset.path",
+                ds.path,
+                "is not a folder",
+                "point it at a folder written by datasets.Dataset.save_to_disk, "
+                "or set dataset.path=null to generate one",
+            )
+        return
+    _at_least("dataset.count", ds.count, 1, "8192")
+    if ds.num_shards > ds.count:
+        raise ConfigError(
+            "dataset.num_shards",
+            ds.num_shards,
+            f"is more shards than dataset.count={ds.count} rows",
+            f"use dataset.num_shards<={ds.count}",
+        )
+    if not 2 <= ds.vocab_size <= 2**31:
+        raise ConfigError("dataset.vocab_size", ds.vocab_size, "must be in 2..2**31", "e.g. 50257")
 
 
 def _synthetic(ds: SyntheticImagesConfig) -> None:

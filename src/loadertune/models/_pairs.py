@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from loadertune.config import (
     ArrayShardsConfig,
     DatasetConfig,
+    HFIterableConfig,
     ImageFolderConfig,
     ModelConfig,
     ResNet18Config,
@@ -19,6 +20,7 @@ from loadertune.config import (
     SyntheticImagesConfig,
     TokensConfig,
     TransformerConfig,
+    WebDatasetConfig,
 )
 from loadertune.errors import ConfigError
 
@@ -44,8 +46,11 @@ def samples_of(ds: DatasetConfig) -> Samples | None:
         shape = tuple(ds.sample_shape)
         integer = ds.dtype.startswith(("uint", "int"))
         return Samples(shape, integer, f"{ds.dtype} arrays shaped {shape}")
-    if isinstance(ds, TokensConfig):
+    if isinstance(ds, TokensConfig | HFIterableConfig):
         return Samples((ds.seq_len,), True, f"int64 token sequences shaped ({ds.seq_len},)")
+    if isinstance(ds, WebDatasetConfig) and ds.root is None:
+        shape = (3, ds.image_size, ds.image_size)
+        return Samples(shape, True, f"uint8 images shaped {shape}")
     return None
 
 

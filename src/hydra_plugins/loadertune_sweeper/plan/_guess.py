@@ -159,6 +159,8 @@ def after_default_trial(
     high = _baselines.upper(dist)
     ranks = plan.base.trial.nproc_per_node
     cap = max(high, widen_cap(cpus_per_rank(ranks))) if may_widen else high
+    if plan.shard_cap is not None:  # never more workers than a streaming dataset's shards
+        cap = min(cap, plan.shard_cap)
     g = from_default_trial(result, memory_budget_mb, cap, ranks)
     if g is None:
         return []

@@ -60,6 +60,7 @@ class SweepPlan:
     # (the doubling path) follow the written range, not the searched one.
     written: dict[str, BaseDistribution] = field(default_factory=dict)
     default_workers: int = 0  # loader.num_workers when neither the space nor fixed sets it
+    shard_cap: int | None = None  # a streaming dataset's shards per rank: the most workers
 
     def __post_init__(self) -> None:
         self.written = self.written or dict(self.space)
@@ -147,10 +148,34 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     # Settings that cannot act on this device are not searched at all (not even by a grid).
     noop = [k for k in space if not applies(k, 1, accelerator)]
     space = {k: v for k, v in space.items() if k not in noop}
+    shard_cap = _cap_at_shards(space, base)
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    return SweepPlan(
+    plan = SweepPlan(
         space, fixed, base, accelerator, storage, name, sweep_dir, noop, {}, default_workers
     )
+    plan.shard_cap = shard_cap
+    return plan
+
+
+def _cap_at_shards(space: dict[str, BaseDistribution], base: RunConfig) -> int | None:
+    """Cap the searched ``num_workers`` at a streaming dataset's shards per rank (more
+    readers than shards leave some without data, :mod:`loadertune.shards`); the cap, or
+    None when the dataset has no shards to count."""
+    from loadertune.shards import shard_limit
+
+    shards = shard_limit(base)
+    key = next((k for k in space if plain_key(k) == "loader.num_workers"), None)
+    if shards is None or shards.by_sample:
+        return None
+    most = shards.most_workers(base.trial.nproc_per_node)
+    dist = space.get(key) if key else None
+    if isinstance(dist, IntDistribution) and dist.high > most:
+        high = max(dist.low, dist.low + ((most - dist.low) // dist.step) * dist.step)
+        space[str(key)] = IntDistribution(dist.low, high, step=dist.step, log=dist.log)
+    elif isinstance(dist, CategoricalDistribution):
+        kept = [c for c in dist.choices if isinstance(c, int) and c <= most]
+        space[str(key)] = CategoricalDistribution(kept or [min(dist.choices)])  # type: ignore[type-var]
+    return most
 
 
 def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) -> str:

@@ -52,6 +52,11 @@ class SweepView:
             self.note(f"marked FAIL trials left RUNNING by a process that is gone: {orphans}")
         if plan.noop:
             self.note(f"not searched (no effect on this device): {', '.join(plan.noop)}")
+        if plan.shard_cap is not None:
+            self.note(
+                f"loader.num_workers searched up to {plan.shard_cap}: the dataset's shards per "
+                "rank (a worker without a shard yields nothing)"
+            )
 
     def user_bug(self, traceback: str, in_step: bool = False) -> None:
         """Say once that the dataset (or, ``in_step``, the training step) is broken, with the

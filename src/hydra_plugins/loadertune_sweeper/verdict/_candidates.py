@@ -38,6 +38,7 @@ class Candidate:
     # CPU that other work took during each repeat's window, and steal, in % of one core.
     other_cpu_percent: list[float] = field(default_factory=list)
     steal_percent: list[float] = field(default_factory=list)
+    first_batch_s: list[float] = field(default_factory=list)  # worker start-up, each repeat
     bottleneck: str = ""
     why: str = ""
     left_after: int | None = None  # rounds after which it left the race (out_of_race)

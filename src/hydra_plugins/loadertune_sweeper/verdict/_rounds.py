@@ -115,6 +115,7 @@ class VerdictRun:
             c.cpu_percent.append(r.cpu_percent_mean)
             c.other_cpu_percent.append(r.other_cpu_percent)
             c.steal_percent.append(r.steal_percent)
+            c.first_batch_s.append(r.first_batch_s)
             d = diagnose_result(r, self.memory_budget_mb)
             c.bottleneck, c.why = d.label, d.sentence
         return True

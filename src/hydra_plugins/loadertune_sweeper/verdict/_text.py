@@ -116,6 +116,8 @@ def details(
     ]
     if rec.chosen.why:
         text += ["", f"What limits it: {rec.chosen.why}"]
+    if rec.chosen.first_batch_s:
+        text += ["", first_batch_line(rec, cands)]
     if guess:
         text += ["", _guess_line(guess, cands, unit)]
     if workers_range:
@@ -127,6 +129,23 @@ def details(
             f"{low}..{workers_range.searched}.",
         ]
     return text
+
+
+def first_batch_line(rec: Recommendation, cands: list[Candidate]) -> str:
+    """Time to first batch (every worker starting and opening its shards), outside the time
+    per sample, paid again each epoch unless ``persistent_workers``."""
+    measured = [c for c in _ranked(cands) if c.first_batch_s]
+    others = ", ".join(
+        f"{c.workers} workers {statistics.median(c.first_batch_s):.2f} s"
+        for c in measured
+        if c is not rec.chosen
+    )
+    return (
+        f"Time to first batch (worker start-up and first reads, not in the time per sample; "
+        f"paid again each epoch unless persistent_workers): "
+        f"{statistics.median(rec.chosen.first_batch_s):.2f} s for the recommendation"
+        + (f" ({others})." if others else ".")
+    )
 
 
 def _guess_line(guess: Guess, cands: list[Candidate], unit: str) -> str:

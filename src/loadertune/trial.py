@@ -98,7 +98,7 @@ def _run_on_storage(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         measured = _measure(config.trial, workload, store, copies, gpu, on_step)
-    seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
+    seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else []) | set(workload.notes)
     copied = copy_figures(copies) if device.type == "cuda" else {}
     return _trial_result(workload, measured, store, sorted(seen), copied)
 

@@ -7,8 +7,9 @@ Shared by a one-process trial (:mod:`loadertune.trial`) and each rank of a multi
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig
@@ -54,6 +55,7 @@ class Workload:
     device: Any
     step_fn: Callable[[Any], None]
     start_method: str
+    notes: list[str] = field(default_factory=list)  # warnings of the pre-flight checks
 
 
 def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> Workload:
@@ -77,11 +79,16 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
     effective = effective_settings(config.loader, device)
-    sample = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
+    with warnings.catch_warnings(record=True) as caught:  # the shard warning, kept for the record
+        warnings.simplefilter("always")
+        sample = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
+    notes = [str(w.message) for w in caught]
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
     step_fn = build_train_step(
         config.model, sample, num_classes, device, config.dataset.name, vocab_size
     )
-    return Workload(dataset, effective, device, step_fn, start_method(effective))
+    return Workload(dataset, effective, device, step_fn, start_method(effective), notes)
 
 
 def start_method(effective: LoaderConfig) -> str:

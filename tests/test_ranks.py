@@ -271,3 +271,38 @@ def test_steps_are_paced_as_data_parallel_training_paces_them(tmp_path: Path) ->
         assert waits == ["wait"]  # its gradients' all-reduce: the rank waits for the others
     finally:
         dist.destroy_process_group()
+
+
+def test_two_ranks_stream_an_iterable_and_leave_each_passs_end_out_of_the_window(
+    compose: Compose, fixtures_on_path: Path
+) -> None:
+    """One undeclared shard, two workers a rank: worker 1 of each rank never yields, and a
+    pass of two batches ends inside the window on both ranks, which discard that step
+    together so their windows keep the same steps."""
+    config = to_run_config(
+        compose(
+            [
+                *TWO,
+                "dataset=custom",
+                "dataset._target_=stream_data.ShardedVectors",
+                "+dataset.n_shards=1",
+                "+dataset.per_shard=8",
+                "+dataset.declare=false",
+                "model=mlp",
+                "loader.batch_size=4",
+                "loader.num_workers=2",
+                "trial.precision=null",
+                "trial.steps=6",
+            ]
+        )
+    )
+    seen: list[bool] = []
+    result = run_trial(config, on_step=lambda record, timed: seen.append(timed))
+    assert result.summary.steps == 6
+    assert result.summary.samples == 6 * 4 * 2  # every rank's timed steps, none discarded
+    assert seen.count(True) == 6  # the steps that met a pass's end went untimed
+    figures = result.metrics()
+    assert figures["window_reopens"] >= 1
+    assert figures["idle_workers"] == 2  # one on each rank
+    assert result.idle_workers == [1]
+    assert not psutil.Process().children(recursive=True)

@@ -66,7 +66,7 @@ class StepLoop:
         self.sync = copies.sync
         self.split = split
         self.epochs = 0
-        self.reopened = 0  # passes opened inside the timed window (set by the trial)
+        self.reopened = 0  # passes opened inside the timed window (see ``discard``)
         self._it: Any = None
         self._pending: Any = None
 
@@ -128,6 +128,12 @@ class StepLoop:
         self.sync()
         inputs, _ = self.split(batch)
         return self.copies.finish(timer, timer.stepped(len(inputs)))
+
+    def discard(self, timer: StepTimer) -> None:
+        """Take the timer's last step out of the window: it met the end of an iterable's pass
+        and waited for the next pass's start-up, an epoch boundary and not a stall."""
+        timer.discard_last()
+        self.reopened += 1
 
     def close(self) -> None:
         """Shut the workers down now rather than at garbage collection."""

@@ -113,7 +113,7 @@ def _measure(
 ) -> _Measured:
     """The first batch, the warm-up, then the timed window, with the process tree sampled
     from a process of its own (:mod:`loadertune.tree_sampler`)."""
-    from loadertune.datasets.iterable import WorkerTally, is_iterable
+    from loadertune.datasets.iterable import stream_figures
     from loadertune.models import split_batch
 
     eff = workload.effective
@@ -133,10 +133,7 @@ def _measure(
         window = _timed_window(tc, rule, loop, store, gpu, on_step, sampler.pid)
         sampler.stop()  # its last sample sees the workers, still alive, and their memory
         loop.close()
-    idle = loader.dataset.idle() if isinstance(loader.dataset, WorkerTally) else []
-    streaming = {"window_reopens": float(loop.reopened)} if is_iterable(loader.dataset) else {}
-    if streaming:
-        streaming["idle_workers"] = float(len(idle) if eff.num_workers else 0)
+    streaming, idle = stream_figures(loader.dataset, loop.reopened, eff.num_workers)
     del loader
     return _Measured(
         window, sampler.report, first_batch_s, measure_start, warmup, loop.epochs, streaming, idle
@@ -175,16 +172,15 @@ def _time_steps(
     """Timed steps until ``rule`` is sure of the rate; past ``deadline``, stop (truncated).
 
     A step that met the end of an iterable's pass (the loop opened the next) is taken out of
-    the window with its time (:meth:`StepTimer.discard_last`) and counted in
-    ``loop.reopened``: the workers' start-up is an epoch boundary, not a stall."""
+    the window with its time and counted (:meth:`StepLoop.discard`): the workers' start-up
+    is an epoch boundary, not a stall."""
     timer = StepTimer()
     check_at = rule.min_steps
     while True:
         epochs = loop.epochs
         record = loop.step(timer)
         if loop.epochs != epochs:  # an iterable's pass ended: the next was opened, untimed
-            timer.discard_last()
-            loop.reopened += 1
+            loop.discard(timer)
             if on_step:
                 on_step(record, False)
         elif on_step:

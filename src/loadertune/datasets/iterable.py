@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-__all__ = ["WorkerTally", "first_items", "is_iterable", "unwrapped"]
+__all__ = ["WorkerTally", "first_items", "is_iterable", "stream_figures", "unwrapped"]
 
 TALLY_EVERY = 64
 """Items a worker yields between writes of its count (its first item is always written)."""
@@ -30,6 +30,18 @@ def is_iterable(dataset: Any) -> bool:
 def unwrapped(dataset: Any) -> Any:
     """The user's dataset inside a :class:`WorkerTally`, or ``dataset`` itself."""
     return dataset.__dict__["dataset"] if isinstance(dataset, WorkerTally) else dataset
+
+
+def stream_figures(
+    dataset: Any, reopened: int, num_workers: int
+) -> tuple[dict[str, float], list[int]]:
+    """An iterable's figures after a window: ``window_reopens`` (passes opened inside it) and
+    ``idle_workers`` (how many yielded nothing), and those workers' ids; nothing for a
+    map-style dataset."""
+    if not is_iterable(dataset):
+        return {}, []
+    idle = dataset.idle() if isinstance(dataset, WorkerTally) and num_workers else []
+    return {"window_reopens": float(reopened), "idle_workers": float(len(idle))}, idle
 
 
 def first_items(dataset: Any, count: int) -> list[Any]:

@@ -47,6 +47,20 @@ class RankReport:
     cpu_s: float = 0.0
     interference: Interference | None = None
     storage: dict[str, float] = field(default_factory=dict)
+    streaming: dict[str, float] = field(default_factory=dict)  # an iterable's, per rank
+    idle_workers: list[int] = field(default_factory=list)
+
+
+def node_streaming(reports: list[RankReport]) -> tuple[dict[str, float], list[int]]:
+    """An iterable's figures for the node: the passes opened in the window (the same on
+    every rank, which discard together), the workers that yielded nothing summed over the
+    ranks, and the ids of those idle on any rank."""
+    if not any(r.streaming for r in reports):
+        return {}, []
+    reopens = max(r.streaming.get("window_reopens", 0.0) for r in reports)
+    idle = sum(r.streaming.get("idle_workers", 0.0) for r in reports)
+    ids = sorted({w for r in reports for w in r.idle_workers})
+    return {"window_reopens": reopens, "idle_workers": idle}, ids
 
 
 def rank_figures(report: RankReport) -> tuple[RankFigures, TimingSummary]:
@@ -94,7 +108,10 @@ def node_result(reports: list[RankReport], machine: dict[str, object]) -> TrialR
     interference = first.interference or Interference(0.0, 0.0, window)
     workers = first.effective.num_workers
     ci = rate_ci(first.node_records, workers) if first.node_records else None
+    streaming, idle = node_streaming(reports)
     return TrialResult(
+        streaming=streaming,
+        idle_workers=idle,
         summary=summary,
         steps=first.node_records,
         resources=first.resources,

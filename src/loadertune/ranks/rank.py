@@ -18,7 +18,7 @@ import signal
 import time
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -55,14 +55,22 @@ class _Link:
         if self.rank == 0:
             self.steps.send(record, timed)
 
-    def agree(self, samples: int, unsure: bool, late: bool) -> tuple[int, int, int]:
-        """(the node's samples in this step, ranks unsure of their rate, ranks out of time)."""
-        votes = torch.tensor([samples, int(unsure), int(late)], dtype=torch.float64)
+    def agree(self, samples: int, unsure: bool, late: bool, reopened: bool) -> _Votes:
+        """The node's count of this step's votes, one all-reduce for all of them."""
+        votes = torch.tensor([samples, unsure, late, reopened], dtype=torch.float64)
         votes = votes.to(self.device)
         self.wait()
         dist.all_reduce(votes)
-        node, unsure_ranks, late_ranks = (int(v) for v in votes.tolist())
-        return node, unsure_ranks, late_ranks
+        return _Votes(*(int(v) for v in votes.tolist()))
+
+
+class _Votes(NamedTuple):
+    """One step, counted over the node."""
+
+    samples: int  # the node's samples in the step
+    unsure: int  # ranks not yet sure of their rate
+    late: int  # ranks out of time
+    reopened: int  # ranks whose iterable's pass ended in the step (the next opened)
 
 
 class _BeatTimer(StepTimer):
@@ -123,6 +131,7 @@ def _run_rank(
     config: RunConfig, store: Any, dataset: Any, link: _Link, hang_s: float
 ) -> RankReport:
     from loadertune.accelerator import GpuMonitor, copy_figures, copy_timer
+    from loadertune.datasets.iterable import unwrapped
     from loadertune.step_loop import synchronizer
     from loadertune.workload import build_workload
 
@@ -138,7 +147,7 @@ def _run_rank(
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
     try:
         cfg = dataclasses.replace(config, trial=dataclasses.replace(tc, device=str(device)))
-        workload = build_workload(cfg, store, dataset)
+        workload = build_workload(cfg, store, unwrapped(dataset))  # its own worker tally
         workload.step_fn = _paced(workload.step_fn, device, link)
         copies = copy_timer(device, synchronizer(device))
         gpu = GpuMonitor(device, tc.sample_hz) if cuda else None
@@ -176,6 +185,7 @@ def _measure(
     tc: TrialConfig, workload: Any, store: Any, copies: Any, gpu: Any, link: _Link
 ) -> RankReport:
     """First batch, warm-up, the barrier, then the window; rank 0 samples the whole tree."""
+    from loadertune.datasets.iterable import stream_figures
     from loadertune.models import split_batch
     from loadertune.steady_state import warmup_steps
     from loadertune.step_loop import StepLoop
@@ -200,7 +210,10 @@ def _measure(
         dist.barrier()
         window = _window(tc, rule, loop, store, gpu, link, sampler)
         loop.close()
+    streaming, idle = stream_figures(loader.dataset, loop.reopened, eff.num_workers)
     return RankReport(
+        streaming=streaming,
+        idle_workers=idle,
         rank=link.rank,
         records=window.timer.records,
         first_batch_s=first_batch_s,
@@ -256,24 +269,31 @@ def _time_steps(
     """Timed steps until every rank is sure of its rate, or one rank is out of time.
 
     The checks fall on the same step counts on every rank, and the verdict is an all-reduce,
-    so every rank stops after the same step. Returns the timer, the node's steps (this
-    rank's timing, every rank's samples) and whether time ran out.
+    so every rank stops after the same step. A step in which any rank's iterable ended a
+    pass leaves every rank's window (:meth:`StepLoop.discard`), so the ranks' windows keep
+    the same steps. Returns the timer, the node's steps (this rank's timing, every rank's
+    samples) and whether time ran out.
     """
     timer = _BeatTimer(link.beat)
     node: list[StepRecord] = []
     check_at = rule.min_steps
     while True:
+        epochs = loop.epochs
         record = loop.step(timer)
         steps = len(timer.records)
         at_check = steps >= check_at
         unsure = not (at_check and rule.sure(timer.records))
         late = time.perf_counter() > deadline
-        samples, unsure_ranks, late_ranks = link.agree(record.samples, unsure, late)
-        node.append(dataclasses.replace(record, samples=samples))
-        link.forward(node[-1], True)
-        if at_check:
-            if unsure_ranks == 0:
-                return timer, node, False
-            check_at = rule.next_check(steps)
-        if late_ranks:
+        votes = link.agree(record.samples, unsure, late, loop.epochs != epochs)
+        if votes.reopened:  # a pass ended on some rank: the step leaves every rank's window
+            loop.discard(timer)
+            link.forward(dataclasses.replace(record, samples=votes.samples), False)
+        else:
+            node.append(dataclasses.replace(record, samples=votes.samples))
+            link.forward(node[-1], True)
+            if at_check:
+                if votes.unsure == 0:
+                    return timer, node, False
+                check_at = rule.next_check(steps)
+        if votes.late:
             return timer, node, True

@@ -65,7 +65,7 @@ def cpu_hogs(count: int) -> Iterator[None]:
 
 
 def _window(decode: bool, workers: int, batches: int) -> tuple[float, float]:
-    """(cpu_wait_share, data wait share) of a loader's timed batches, metered as a trial."""
+    """(cpu_wait_procs, data wait share) of a loader's timed batches, metered as a trial."""
     it: Any = iter(DataLoader(Reads(decode), batch_size=1, num_workers=workers))
     for _ in range(2 * workers):
         next(it)  # the workers' first batches, loaded while they started
@@ -81,9 +81,9 @@ def _window(decode: bool, workers: int, batches: int) -> tuple[float, float]:
     window = time.perf_counter() - start
     meter.stop()
     del it
-    share = meter.cpu_wait_share()
-    assert share is not None
-    return share, waited / window
+    waiting = meter.cpu_wait_procs()
+    assert waiting is not None
+    return waiting, waited / window
 
 
 def _label(cpu_wait: float, data_wait: float, workers: int) -> Diagnosis:
@@ -92,7 +92,7 @@ def _label(cpu_wait: float, data_wait: float, workers: int) -> Diagnosis:
     return diagnose(
         num_workers=workers, data_wait_fraction=max(data_wait, 0.5), cpu_percent_mean=50.0,
         usable_cpus=2, copy_ms_mean=0.0, step_time_ms_p50=1.0, peak_memory_mb=100.0,
-        cpu_wait_share=cpu_wait,
+        cpu_wait_procs=cpu_wait,
     )  # fmt: skip
 
 
@@ -105,10 +105,10 @@ def test_a_hog_makes_decoding_workers_wait_for_a_cpu_not_sleeping_readers() -> N
     assert _label(sleeping, sleep_wait, 2).label == IO_BOUND, sleeping
     found = _label(decoding, decode_wait, 2 * cpus)
     assert found.label == CPU_CONTENDED, decoding
-    assert "wait for a CPU" in found.sentence and "cpu_wait_share" in found.evidence
+    assert "wait for a CPU" in found.sentence and "cpu_wait_procs" in found.evidence
 
 
 def test_a_trial_records_its_cpu_wait(compose: Any) -> None:
     result = run_trial(to_run_config(compose(["trial.precision=null", "loader.num_workers=1"])))
-    assert result.cpu_wait_share is not None and result.cpu_wait_share >= 0.0
-    assert "cpu_wait_share" in result.metrics()
+    assert result.cpu_wait_procs is not None and result.cpu_wait_procs >= 0.0
+    assert "cpu_wait_procs" in result.metrics()

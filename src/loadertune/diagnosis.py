@@ -15,10 +15,10 @@ A label answers "why is this setting as fast as it is, and what would help":
 - ``storage-bound``: waiting for data while the storage reports itself saturated (a
   throttled device's read slots or bandwidth in use ``STORAGE_BUSY`` of the window or more):
   more workers only queue; faster storage, caching or a RAM copy help.
-- ``cpu-contended``: waiting for data while the trial's processes spent ``CPU_WAIT_HIGH`` of
-  the window or more, on average, ready to run but waiting for a CPU (the kernel's run-queue
-  wait, :mod:`loadertune.run_queue`): the CPUs are contended, by other work or by more
-  processes than CPUs; fewer workers or a quieter machine help, faster storage does not.
+- ``cpu-contended``: waiting for data while ``CPU_WAITING`` of the loader's processes or more
+  were, on average, ready to run but queued for a CPU (the kernel's run-queue wait,
+  :mod:`loadertune.run_queue`): the CPUs are contended, by other work or by more processes
+  than CPUs; fewer workers or a quieter machine help, faster storage does not.
 - ``io-bound``: waiting for data while the CPUs are not busy and the processes are not
   waiting for one (and, where the storage says, it has room): workers wait on reads; more
   workers overlap more of them, and faster storage, caching or a RAM copy help.
@@ -39,7 +39,7 @@ COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the li
 MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
 STORAGE_BUSY = 0.90  # share of the window a device's slots or channel were busy: saturated
 OTHER_BUSY = 0.25  # share of the usable CPUs' capacity other work took: a busy machine
-CPU_WAIT_HIGH = 0.30  # share of the window a trial's process waited for a CPU: contended
+CPU_WAITING = 0.5  # the loader's processes queued for a CPU on average: contended CPUs
 
 MEMORY_LIMITED = "memory-limited"
 COPY_BOUND = "copy-bound"
@@ -88,7 +88,7 @@ class _Figures:
     channel: float | None  # its bandwidth in use, share of the window
     other_cpu_percent: float = 0.0  # other processes over the window, % of one core
     steal_percent: float = 0.0  # the hypervisor's steal over the window, % of one core
-    cpu_wait_share: float | None = None  # the tree's run-queue wait, share of the window
+    cpu_wait_procs: float | None = None  # the loader's processes queued for a CPU, on average
 
     @property
     def other_share(self) -> float:
@@ -109,7 +109,7 @@ def diagnose(
     storage: Mapping[str, float] | None = None,
     other_cpu_percent: float = 0.0,
     steal_percent: float = 0.0,
-    cpu_wait_share: float | None = None,
+    cpu_wait_procs: float | None = None,
 ) -> Diagnosis:
     """Label one trial from its summary figures (see the module docstring for the rules).
 
@@ -117,8 +117,8 @@ def diagnose(
     a throttled device's ``storage_busy_fraction`` and ``storage_bandwidth_fraction`` tell a
     saturated device from one with room for more reads in flight. ``other_cpu_percent`` and
     ``steal_percent`` are the CPU other processes and the hypervisor took over the window
-    (:mod:`loadertune.interference`), in % of one core; ``cpu_wait_share`` the share of the
-    window the trial's processes waited for a CPU (:mod:`loadertune.run_queue`).
+    (:mod:`loadertune.interference`), in % of one core; ``cpu_wait_procs`` how many of the
+    loader's processes were queued for a CPU, on average (:mod:`loadertune.run_queue`).
     """
     storage = storage or {}
     f = _Figures(
@@ -133,7 +133,7 @@ def diagnose(
         channel=storage.get("storage_bandwidth_fraction"),
         other_cpu_percent=other_cpu_percent,
         steal_percent=steal_percent,
-        cpu_wait_share=cpu_wait_share,
+        cpu_wait_procs=cpu_wait_procs,
     )
     evidence = _evidence(f, storage)
     for rule in _RULES:
@@ -160,8 +160,8 @@ def _evidence(f: _Figures, storage: Mapping[str, float]) -> dict[str, Any]:
         evidence["other_cpu_percent"] = round(f.other_cpu_percent, 1)
         evidence["steal_percent"] = round(f.steal_percent, 1)
         evidence["other_share_of_usable"] = round(f.other_share, 3)
-    if f.cpu_wait_share is not None:
-        evidence["cpu_wait_share"] = round(f.cpu_wait_share, 3)
+    if f.cpu_wait_procs is not None:
+        evidence["cpu_wait_procs"] = round(f.cpu_wait_procs, 2)
     if f.memory_budget_mb:
         evidence["memory_share_of_budget"] = round(f.peak_memory_mb / f.memory_budget_mb, 3)
     return evidence
@@ -255,15 +255,15 @@ def _cpu_bound_loading(f: _Figures) -> _Found:
 
 
 def _cpu_contended(f: _Figures) -> _Found:
-    if f.cpu_wait_share is None or f.cpu_wait_share < CPU_WAIT_HIGH:
+    if f.cpu_wait_procs is None or f.cpu_wait_procs < CPU_WAITING:
         return None
     other = f", other work {f.other_cpu_percent:.0f}% of one core" if f.other_cpu_percent else ""
     return (
         CPU_CONTENDED,
-        f"the step waits {f.data_wait_fraction:.0%} of the time and the loader's processes "
-        f"wait for a CPU {f.cpu_wait_share:.0%} of it (the kernel's run-queue wait; CPUs "
-        f"{f.cpu_share:.0%} busy with the trial{other}): the CPUs are contended, not the "
-        "storage; fewer workers or a quieter machine would help, faster storage would not.",
+        f"the step waits {f.data_wait_fraction:.0%} of the time while {f.cpu_wait_procs:.1f} "
+        f"of the loader's processes, on average, wait for a CPU (the kernel's run-queue wait; "
+        f"CPUs {f.cpu_share:.0%} busy with the trial{other}): the CPUs are contended, not "
+        "the storage; fewer workers or a quieter machine would help, faster storage would not.",
     )
 
 
@@ -273,8 +273,8 @@ def _io_bound(f: _Figures) -> tuple[str, str]:
         if f.slots is not None
         else ""
     )
-    if f.cpu_wait_share is not None:
-        room += f", its processes waiting for a CPU only {f.cpu_wait_share:.0%} of it"
+    if f.cpu_wait_procs is not None:
+        room += f", {f.cpu_wait_procs:.1f} of its processes queued for a CPU on average"
     return (
         IO_BOUND,
         f"the step waits {f.data_wait_fraction:.0%} of the time while the CPUs are only "
@@ -342,5 +342,5 @@ def _diagnose_summary(result: Any, memory_budget_mb: float | None) -> Diagnosis:
         storage=getattr(result, "storage", None),
         other_cpu_percent=getattr(result, "other_cpu_percent", 0.0),
         steal_percent=getattr(result, "steal_percent", 0.0),
-        cpu_wait_share=getattr(result, "cpu_wait_share", None),
+        cpu_wait_procs=getattr(result, "cpu_wait_procs", None),
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import psutil
 
 from loadertune.monitor import tree_members
-from loadertune.run_queue import Sched, cpu_wait_share, run_waits
+from loadertune.run_queue import Sched, cpu_wait_procs, run_waits
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class InterferenceMeter:
     The tree is ``root_pid`` (this process by default) and its descendants. After
     :meth:`stop`, ``tree_cpu_s`` holds the tree's CPU seconds over the window and
     ``cpu_s_by_pid`` each member's (those alive at both ends), so a caller can set its own
-    helpers apart; :meth:`cpu_wait_share` how long the members waited for a CPU
+    helpers apart; :meth:`cpu_wait_procs` how long the members waited for a CPU
     (:mod:`loadertune.run_queue`).
     """
 
@@ -102,10 +102,10 @@ class InterferenceMeter:
         }
         return interference_between(self._start, end)
 
-    def cpu_wait_share(self, exclude: tuple[int, ...] = ()) -> float | None:
-        """After :meth:`stop`: of the time the tree's workers (less ``exclude``) were off a
-        CPU, the share they waited for one (:func:`loadertune.run_queue.cpu_wait_share`)."""
-        return cpu_wait_share(*self._waits, self._window_s, self.root.pid, exclude)
+    def cpu_wait_procs(self, exclude: tuple[int, ...] = ()) -> float | None:
+        """After :meth:`stop`: how many of the tree's workers (less ``exclude``) were queued
+        for a CPU, on average (:func:`loadertune.run_queue.cpu_wait_procs`)."""
+        return cpu_wait_procs(*self._waits, self._window_s, self.root.pid, exclude)
 
 
 def measure_interference(seconds: float, root_pid: int | None = None) -> Interference:

@@ -4,7 +4,7 @@
 queue (ready to run, every CPU taken) and its timeslices, in nanoseconds. A worker waiting
 for storage sleeps and adds nothing to the wait; one that is ready to decode but finds the
 CPUs taken (by other work, or by more processes than CPUs) does. Over a window, the tree's
-wait divided by the window and its processes is ``cpu_wait_share``: the share of the time a
+wait divided by the window and its processes is ``cpu_wait_procs``: the share of the time a
 trial's process spent, on average, waiting for a CPU. The diagnosis reads it to tell
 "waiting for a CPU" from "waiting on reads". Linux only; elsewhere there is no figure (None).
 """
@@ -47,22 +47,20 @@ def run_waits(pids: Iterable[int]) -> dict[int, Sched]:
     return found
 
 
-def cpu_wait_share(
+def cpu_wait_procs(
     start: Mapping[int, Sched],
     end: Mapping[int, Sched],
     window_s: float,
     root: int,
     exclude: Iterable[int] = (),
 ) -> float | None:
-    """Of the time the processes alive at both ends (``root``'s workers, else ``root``; less
-    ``exclude``: a sampler of the trial's own) were off a CPU over the window, the share they
-    waited for one; None without any."""
+    """How many of the processes alive at both ends (``root``'s workers, else ``root``; less
+    ``exclude``: a sampler of the trial's own) were queued for a CPU over the window, on
+    average; None without any."""
     skip = set(exclude)
     pids = [pid for pid in end if pid in start and pid not in skip]
     workers = [pid for pid in pids if pid != root]
     pids = workers or pids
     if not pids or window_s <= 0:
         return None
-    waited = sum(max(end[p][1] - start[p][1], 0.0) for p in pids)
-    off_cpu = sum(max(window_s - (end[p][0] - start[p][0]), 0.0) for p in pids)
-    return min(waited / off_cpu, 1.0) if off_cpu > 0 else 1.0
+    return sum(max(end[p][1] - start[p][1], 0.0) for p in pids) / window_s

@@ -67,7 +67,7 @@ class _Window:
     interference: Interference
     truncated: bool
     accelerator: dict[str, float]
-    cpu_wait_share: float | None = None  # the tree's run-queue wait (loadertune.run_queue)
+    cpu_wait_procs: float | None = None  # workers queued for a CPU (loadertune.run_queue)
 
 
 @dataclass
@@ -158,7 +158,7 @@ def _timed_window(
     accelerator = gpu.stop() if gpu is not None else {}
     store.window_ended(end - start)
     cpu_s = meter.tree_cpu_s - meter.cpu_s_by_pid.get(sampler_pid or -1, 0.0)
-    cpu_wait = meter.cpu_wait_share(exclude=(sampler_pid or -1,))
+    cpu_wait = meter.cpu_wait_procs(exclude=(sampler_pid or -1,))
     return _Window(timer, start, end, cpu_s, interference, truncated, accelerator, cpu_wait)
 
 
@@ -217,6 +217,6 @@ def _trial_result(
         accelerator=window.accelerator | copied,
         other_cpu_percent=window.interference.other_cpu_percent,
         steal_percent=window.interference.steal_percent,
-        cpu_wait_share=window.cpu_wait_share,
+        cpu_wait_procs=window.cpu_wait_procs,
         rate_ci_pct=None if ci is None else 100.0 * ci,
     )

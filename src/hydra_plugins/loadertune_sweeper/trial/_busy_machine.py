@@ -6,8 +6,9 @@ about it: ``warn`` says so at the start and at the end, ``wait`` also waits for 
 each timed window and measures once more a window that other work still touched, ``ignore``
 says nothing. A load that outlasts a whole wait is steady: from then on ``wait`` looks once
 before a window and neither waits nor measures again while the load stays (waiting would
-only idle the machine before every window), and waits again once a look finds it quiet. The probe is :func:`loadertune.interference.measure_interference` over the
-sweep process's own tree, so only work that is not the sweep's counts.
+only idle the machine before every window), and waits again once a look finds it quiet.
+The probe is :func:`loadertune.interference.measure_interference` over the sweep process's
+own tree, so only work that is not the sweep's counts.
 """
 
 from __future__ import annotations

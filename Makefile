@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: setup run trial test lint format clean
+.PHONY: setup run trial test gpu-check lint format clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,11 @@ trial: setup  ## one trial
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+# Every CUDA path in one run (under five minutes) with one summary; says "no CUDA device" and
+# exits 0 on a machine without one.
+gpu-check: setup
+	$(PY) scripts/gpu_check.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks scripts examples

@@ -18,6 +18,10 @@ Two throughputs are printed and logged:
   samples trained in between;
 - ``end_to_end_samples_per_s``: all samples over all epochs' wall time, worker start-up
   included (with ``persistent_workers=false`` every epoch starts its workers again).
+
+With ``+train.expect_samples_per_s`` the sweep's figure is logged beside them
+(``predicted_samples_per_s``); the params ``built.*`` are the attributes of the DataLoader
+actually built, next to the ``loader.*`` settings it was asked for.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from omegaconf import DictConfig
 from loadertune import resolvers
 
 resolvers.register()
+
+BUILT = ("batch_size", "num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+"""The DataLoader's own attributes, logged as ``built.*``: what reached the loader."""
 
 
 def train(cfg: DictConfig) -> float:
@@ -85,6 +92,7 @@ def train(cfg: DictConfig) -> float:
         loader = build_dataloader(dataset, cfg.loader, device)  # with what it was tuned for
         if tracked:
             mlflow.log_params({f"loader.{k}": v for k, v in flatten(dict(cfg.loader)).items()})
+            mlflow.log_params({f"built.{k}": getattr(loader, k) for k in BUILT})
         burst = max(1, config.loader.num_workers)  # batches of worker start-up per epoch
         samples = total = 0
         seconds = total_s = 0.0
@@ -125,6 +133,8 @@ def train(cfg: DictConfig) -> float:
         if tracked:
             mlflow.log_metric("samples_per_s", rate)
             mlflow.log_metric("end_to_end_samples_per_s", end_to_end)
+            if expect:  # the sweep's figure beside the one measured here
+                mlflow.log_metric("predicted_samples_per_s", float(expect))
     say(
         f"trained {epochs} epochs: {rate:,.0f} samples/s after worker start-up "
         f"(as a trial measures), {end_to_end:,.0f} samples/s end to end"

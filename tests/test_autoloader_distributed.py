@@ -216,7 +216,7 @@ def test_resume_mid_epoch_from_per_rank_state(tmp_path: Path) -> None:
     rank's state_dict: each rank delivers the rest of its share in order, the ranks finish
     tuning on the same figures and settle together, every index exactly once. Both ranks
     are asked to track and export (each to a path of its own): only rank 0 does."""
-    pytest.importorskip("mlflow")
+
     _torchrun(tmp_path, "--case", "plain", "--stop-at", "12")  # tuning takes >= 24 steps
     before = [json.loads((tmp_path / f"rank{r}.before.json").read_text()) for r in (0, 1)]
     assert all(b["epoch"] == 0 and b["tuning"] for b in before)

@@ -15,7 +15,7 @@ import pytest
 
 from loadertune import machine
 from loadertune.machine import CpuBudget, cgroup_cpu_quota, cpu_budget, cpus_per_rank
-from tests.conftest import FIXTURES, with_tiny
+from tests.conftest import FIXTURES, lacking, with_tiny
 
 V1_MOUNTS = (
     "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
@@ -221,7 +221,7 @@ def one_cpu_cgroup() -> Iterator[Path]:
     """A new child of the v1 cpu hierarchy with a quota of one CPU, removed afterwards; a
     skip saying why where none can be made."""
     if os.geteuid() != 0:
-        pytest.skip(f"creating a cgroup needs root; this test runs as uid {os.geteuid()}")
+        lacking(f"creating a cgroup needs root; this test runs as uid {os.geteuid()}")
     if not (CPU_V1 / "cpu.cfs_quota_us").exists():
         pytest.skip(f"no cgroup v1 cpu controller at {CPU_V1} (cgroup v2 only, or none)")
     child = CPU_V1 / f"loadertune-test-{os.getpid()}"

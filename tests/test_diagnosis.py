@@ -24,6 +24,14 @@ CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"num_workers": 0}, "loading in the training process", "workers would overlap"),
     ({"cpu_percent_mean": 190.0}, "cpu-bound loading", "95% of the 2 usable CPUs"),
     ({"cpu_percent_mean": 60.0}, "io-bound", "waiting on reads"),
+    # The case: decoding beside a neighbour of 40% of a core, the CPUs 78% busy: the
+    # kernel says the workers queued for a CPU, so it is no read they waited on.
+    (
+        {"cpu_percent_mean": 156.0, "other_cpu_percent": 40.0, "cpu_wait_procs": 1.4},
+        "cpu-contended",
+        "while 1.4 of the loader's processes, on average, wait for a CPU",
+    ),
+    ({"cpu_wait_procs": 0.1}, "io-bound", "0.1 of its processes queued for a CPU on average"),
     ({"copy_ms_mean": 8.0}, "copy-bound", "pin_memory"),
     ({"peak_memory_mb": 9_000.0}, "memory-limited", "9000 MB of a 10000 MB budget"),
     # A throttled device says whether it had room for more reads in flight.

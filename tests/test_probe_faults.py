@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from tests.conftest import FIXTURES, with_tiny
+from tests.conftest import FIXTURES, lacking, with_tiny
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -214,7 +214,7 @@ def test_a_read_only_lock_folder_stops_a_sweep_before_its_study(tmp_path: Path) 
     """A read-only tmpfs as the lock folder, in a private mount namespace (root ignores
     a folder's mode bits, so only a read-only mount is read-only for every user)."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare for a private mount namespace")
+        lacking("needs root and unshare for a private mount namespace")
     lock = tmp_path / "lock"
     lock.mkdir()
     args = " ".join(
@@ -236,7 +236,7 @@ def test_a_read_only_lock_folder_stops_a_sweep_before_its_study(tmp_path: Path) 
         cwd=tmp_path,
     )
     if proc.returncode == 99:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
     line = _one_line(proc.stderr)
     assert f"LOADERTUNE_LOCK_DIR={lock}: the host's timing lock cannot be kept there" in line

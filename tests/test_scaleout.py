@@ -357,7 +357,7 @@ def test_slurm_launcher_config_asks_for_whole_nodes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The shipped ``hydra/launcher=loadertune_slurm``, as the sbatch script submitit writes."""
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    import hydra_plugins.hydra_submitit_launcher  # noqa: F401  (a dev dependency: no skip)
     import submitit
     from hydra import compose, initialize_config_dir
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -653,7 +653,8 @@ def test_fan_out_through_submitits_local_executor(
     tmp_path: Path, pg_database: Callable[[str], str], mlflow_server: str
 ) -> None:
     """The SLURM code path, run by submitit's local executor: two workers, one study."""
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    import hydra_plugins.hydra_submitit_launcher  # noqa: F401  (a dev dependency: no skip)
+
     storage = pg_database("fanout")
     args = [
         *shared(storage, mlflow_server, 4, "fan-out"),

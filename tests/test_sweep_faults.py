@@ -27,7 +27,7 @@ from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.failures import InfeasibleSetting
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, lacking
 from tests.test_failures import (
     FAULTY,
     SLOW,
@@ -275,7 +275,7 @@ def test_a_full_or_read_only_output_root_is_one_line(
 ) -> None:
     """A tiny tmpfs, or a read-only one, as the output root, in a private mount namespace."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare for a private mount namespace")
+        lacking("needs root and unshare for a private mount namespace")
     root = tmp_path / "root"
     root.mkdir()
     script = Path(sys.executable).with_name("loadertune")
@@ -291,7 +291,7 @@ def test_a_full_or_read_only_output_root_is_one_line(
         cwd=tmp_path,
     )
     if proc.returncode == 99:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
     assert f"paths.output_root={root}: {expected}" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -405,7 +405,7 @@ def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
     """A 1 MB /dev/shm (private mount namespace) and 100 descriptors: refused by the
     prediction, before any worker starts, in one line naming the reason and the fix."""
     if limit[0] == "unshare" and (shutil.which("unshare") is None or os.geteuid() != 0):
-        pytest.skip("needs root and unshare for a private /dev/shm")
+        lacking("needs root and unshare for a private /dev/shm")
     script = Path(sys.executable).with_name("loadertune")
     args = [
         str(script),
@@ -419,7 +419,7 @@ def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
     command = [*limit[:-1], limit[-1] + '; exec "$@"', "-", *args]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     if proc.returncode == 99:
-        pytest.skip(f"cannot set the limit here: {proc.stderr.strip()}")
+        lacking(f"cannot set the limit here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
     assert f"[{reason}]" in proc.stderr
     assert "lower loader.num_workers" in proc.stderr
@@ -534,7 +534,7 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_the_rerun_repairs(
         cwd=tmp_path,
     )
     if proc.returncode == 99:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     first_err = (tmp_path / "first.err").read_text()
     assert (tmp_path / "first.rc").read_text().strip() == str(int(ExitStatus.INFRASTRUCTURE)), (
         first_err

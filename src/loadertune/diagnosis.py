@@ -15,9 +15,13 @@ A label answers "why is this setting as fast as it is, and what would help":
 - ``storage-bound``: waiting for data while the storage reports itself saturated (a
   throttled device's read slots or bandwidth in use ``STORAGE_BUSY`` of the window or more):
   more workers only queue; faster storage, caching or a RAM copy help.
-- ``io-bound``: waiting for data while the CPUs are not busy (and, where the storage says,
-  it has room): workers wait on reads; more workers overlap more of them, and faster
-  storage, caching or a RAM copy help.
+- ``cpu-contended``: waiting for data while ``CPU_WAITING`` of the loader's processes or more
+  were, on average, ready to run but queued for a CPU (the kernel's run-queue wait,
+  :mod:`loadertune.run_queue`): the CPUs are contended, by other work or by more processes
+  than CPUs; fewer workers or a quieter machine help, faster storage does not.
+- ``io-bound``: waiting for data while the CPUs are not busy and the processes are not
+  waiting for one (and, where the storage says, it has room): workers wait on reads; more
+  workers overlap more of them, and faster storage, caching or a RAM copy help.
 - ``copy-bound``: the host-to-device copy takes more than ``COPY_HIGH`` of the step; pinned
   memory, non-blocking copies or smaller (uint8) batches help.
 - ``memory-limited``: the tree's peak memory came within ``MEMORY_HIGH`` of the budget.
@@ -35,6 +39,7 @@ COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the li
 MEMORY_HIGH = 0.80  # share of the memory budget above which memory limits the setting
 STORAGE_BUSY = 0.90  # share of the window a device's slots or channel were busy: saturated
 OTHER_BUSY = 0.25  # share of the usable CPUs' capacity other work took: a busy machine
+CPU_WAITING = 0.5  # the loader's processes queued for a CPU on average: contended CPUs
 
 MEMORY_LIMITED = "memory-limited"
 COPY_BOUND = "copy-bound"
@@ -43,6 +48,7 @@ BUSY_MACHINE = "busy machine"
 LOADING_IN_PROCESS = "loading in the training process"
 STORAGE_BOUND = "storage-bound"
 CPU_BOUND_LOADING = "cpu-bound loading"
+CPU_CONTENDED = "cpu-contended"
 IO_BOUND = "io-bound"
 LABELS = (
     MEMORY_LIMITED,
@@ -52,6 +58,7 @@ LABELS = (
     LOADING_IN_PROCESS,
     STORAGE_BOUND,
     CPU_BOUND_LOADING,
+    CPU_CONTENDED,
     IO_BOUND,
 )
 """Every label :func:`diagnose` gives, in the order its rules are tried."""
@@ -81,6 +88,7 @@ class _Figures:
     channel: float | None  # its bandwidth in use, share of the window
     other_cpu_percent: float = 0.0  # other processes over the window, % of one core
     steal_percent: float = 0.0  # the hypervisor's steal over the window, % of one core
+    cpu_wait_procs: float | None = None  # the loader's processes queued for a CPU, on average
 
     @property
     def other_share(self) -> float:
@@ -101,6 +109,7 @@ def diagnose(
     storage: Mapping[str, float] | None = None,
     other_cpu_percent: float = 0.0,
     steal_percent: float = 0.0,
+    cpu_wait_procs: float | None = None,
 ) -> Diagnosis:
     """Label one trial from its summary figures (see the module docstring for the rules).
 
@@ -108,7 +117,8 @@ def diagnose(
     a throttled device's ``storage_busy_fraction`` and ``storage_bandwidth_fraction`` tell a
     saturated device from one with room for more reads in flight. ``other_cpu_percent`` and
     ``steal_percent`` are the CPU other processes and the hypervisor took over the window
-    (:mod:`loadertune.interference`), in % of one core.
+    (:mod:`loadertune.interference`), in % of one core; ``cpu_wait_procs`` how many of the
+    loader's processes were queued for a CPU, on average (:mod:`loadertune.run_queue`).
     """
     storage = storage or {}
     f = _Figures(
@@ -123,6 +133,7 @@ def diagnose(
         channel=storage.get("storage_bandwidth_fraction"),
         other_cpu_percent=other_cpu_percent,
         steal_percent=steal_percent,
+        cpu_wait_procs=cpu_wait_procs,
     )
     evidence = _evidence(f, storage)
     for rule in _RULES:
@@ -149,6 +160,8 @@ def _evidence(f: _Figures, storage: Mapping[str, float]) -> dict[str, Any]:
         evidence["other_cpu_percent"] = round(f.other_cpu_percent, 1)
         evidence["steal_percent"] = round(f.steal_percent, 1)
         evidence["other_share_of_usable"] = round(f.other_share, 3)
+    if f.cpu_wait_procs is not None:
+        evidence["cpu_wait_procs"] = round(f.cpu_wait_procs, 2)
     if f.memory_budget_mb:
         evidence["memory_share_of_budget"] = round(f.peak_memory_mb / f.memory_budget_mb, 3)
     return evidence
@@ -241,12 +254,27 @@ def _cpu_bound_loading(f: _Figures) -> _Found:
     )
 
 
+def _cpu_contended(f: _Figures) -> _Found:
+    if f.cpu_wait_procs is None or f.cpu_wait_procs < CPU_WAITING:
+        return None
+    other = f", other work {f.other_cpu_percent:.0f}% of one core" if f.other_cpu_percent else ""
+    return (
+        CPU_CONTENDED,
+        f"the step waits {f.data_wait_fraction:.0%} of the time while {f.cpu_wait_procs:.1f} "
+        f"of the loader's processes, on average, wait for a CPU (the kernel's run-queue wait; "
+        f"CPUs {f.cpu_share:.0%} busy with the trial{other}): the CPUs are contended, not "
+        "the storage; fewer workers or a quieter machine would help, faster storage would not.",
+    )
+
+
 def _io_bound(f: _Figures) -> tuple[str, str]:
     room = (
         f" and the storage's read slots are busy only {f.slots:.0%} of the time"
         if f.slots is not None
         else ""
     )
+    if f.cpu_wait_procs is not None:
+        room += f", {f.cpu_wait_procs:.1f} of its processes queued for a CPU on average"
     return (
         IO_BOUND,
         f"the step waits {f.data_wait_fraction:.0%} of the time while the CPUs are only "
@@ -263,6 +291,7 @@ _RULES: tuple[Callable[[_Figures], _Found], ...] = (
     _loading_in_process,
     _storage_bound,
     _cpu_bound_loading,
+    _cpu_contended,
 )
 """Tried in order; the first that applies labels the trial, else it is ``io-bound``."""
 
@@ -327,4 +356,5 @@ def _diagnose_summary(result: Any, memory_budget_mb: float | None) -> Diagnosis:
         storage=getattr(result, "storage", None),
         other_cpu_percent=getattr(result, "other_cpu_percent", 0.0),
         steal_percent=getattr(result, "steal_percent", 0.0),
+        cpu_wait_procs=getattr(result, "cpu_wait_procs", None),
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import psutil
 
 from loadertune.monitor import tree_members
+from loadertune.run_queue import Sched, cpu_wait_procs, run_waits
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ class InterferenceMeter:
     The tree is ``root_pid`` (this process by default) and its descendants. After
     :meth:`stop`, ``tree_cpu_s`` holds the tree's CPU seconds over the window and
     ``cpu_s_by_pid`` each member's (those alive at both ends), so a caller can set its own
-    helpers apart.
+    helpers apart; :meth:`cpu_wait_procs` how long the members waited for a CPU
+    (:mod:`loadertune.run_queue`).
     """
 
     def __init__(self, root_pid: int | None = None) -> None:
@@ -70,6 +72,8 @@ class InterferenceMeter:
         self.cpu_s_by_pid: dict[int, float] = {}
         self._start: CpuReading | None = None
         self._start_by_pid: dict[int, float] = {}
+        self._waits: tuple[dict[int, Sched], dict[int, Sched]] = ({}, {})
+        self._window_s = 0.0
 
     def read(self) -> tuple[CpuReading, dict[int, float]]:
         """One reading now, with each tree member's own CPU seconds."""
@@ -81,12 +85,15 @@ class InterferenceMeter:
     def start(self) -> None:
         """Open the window."""
         self._start, self._start_by_pid = self.read()
+        self._waits = (run_waits(self._start_by_pid), {})
 
     def stop(self) -> Interference:
         """Close the window; the work outside the tree since :meth:`start`."""
         if self._start is None:
             raise RuntimeError("InterferenceMeter.stop() before start()")
         end, by_pid = self.read()
+        self._waits = (self._waits[0], run_waits(by_pid))
+        self._window_s = end.t - self._start.t
         self.tree_cpu_s = end.tree_s - self._start.tree_s
         self.cpu_s_by_pid = {
             pid: cpu - self._start_by_pid[pid]
@@ -94,6 +101,11 @@ class InterferenceMeter:
             if pid in self._start_by_pid
         }
         return interference_between(self._start, end)
+
+    def cpu_wait_procs(self, exclude: tuple[int, ...] = ()) -> float | None:
+        """After :meth:`stop`: how many of the tree's workers (less ``exclude``) were queued
+        for a CPU, on average (:func:`loadertune.run_queue.cpu_wait_procs`)."""
+        return cpu_wait_procs(*self._waits, self._window_s, self.root.pid, exclude)
 
 
 def measure_interference(seconds: float, root_pid: int | None = None) -> Interference:

@@ -69,6 +69,10 @@ class TrialResult:
             window, in % of one core (on the CPUs the trial may use): other work on a
             shared machine, which the figure also measures.
         steal_percent: CPU a hypervisor gave to other guests over the window, % of one core.
+        cpu_wait_procs: how many of the loader's processes (its workers; without workers, the
+            trial's process) were on average ready to run but queued for a CPU over the
+            window (the kernel's run-queue wait, :mod:`loadertune.run_queue`); None where the
+            kernel does not say.
         rate_ci_pct: half-width of the ~95% interval of the time per sample, in % of it
             (:mod:`loadertune.precision`); None when the window held fewer than 5 blocks.
         ranks: with ``trial.nproc_per_node`` > 1, each rank's own figures; the summary is then
@@ -101,6 +105,7 @@ class TrialResult:
     accelerator: dict[str, float] = field(default_factory=dict)
     other_cpu_percent: float = 0.0
     steal_percent: float = 0.0
+    cpu_wait_procs: float | None = None
     rate_ci_pct: float | None = None
     ranks: list[RankFigures] = field(default_factory=list)
     streaming: dict[str, float] = field(default_factory=dict)
@@ -139,6 +144,7 @@ class TrialResult:
             "other_cpu_percent": self.other_cpu_percent,
             "steal_percent": self.steal_percent,
             **({} if self.rate_ci_pct is None else {"rate_ci_pct": self.rate_ci_pct}),
+            **({} if self.cpu_wait_procs is None else {"cpu_wait_procs": self.cpu_wait_procs}),
             **self.storage,
             **self.accelerator,
             **self.streaming,

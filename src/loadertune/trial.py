@@ -67,6 +67,7 @@ class _Window:
     interference: Interference
     truncated: bool
     accelerator: dict[str, float]
+    cpu_wait_procs: float | None = None  # workers queued for a CPU (loadertune.run_queue)
 
 
 @dataclass
@@ -163,7 +164,8 @@ def _timed_window(
     accelerator = gpu.stop() if gpu is not None else {}
     store.window_ended(end - start)
     cpu_s = meter.tree_cpu_s - meter.cpu_s_by_pid.get(sampler_pid or -1, 0.0)
-    return _Window(timer, start, end, cpu_s, interference, truncated, accelerator)
+    cpu_wait = meter.cpu_wait_procs(exclude=(sampler_pid or -1,))
+    return _Window(timer, start, end, cpu_s, interference, truncated, accelerator, cpu_wait)
 
 
 def _time_steps(
@@ -230,6 +232,7 @@ def _trial_result(
         accelerator=window.accelerator | copied,
         other_cpu_percent=window.interference.other_cpu_percent,
         steal_percent=window.interference.steal_percent,
+        cpu_wait_procs=window.cpu_wait_procs,
         rate_ci_pct=None if ci is None else 100.0 * ci,
         streaming=measured.streaming,
         idle_workers=measured.idle_workers if workers else [],

@@ -4,8 +4,11 @@ Timings taken while other processes hold the CPUs are slower than the machine gi
 quiet, and not alike across settings. ``hydra.sweeper.busy`` chooses what the sweep does
 about it: ``warn`` says so at the start and at the end, ``wait`` also waits for quiet before
 each timed window and measures once more a window that other work still touched, ``ignore``
-says nothing. The probe is :func:`loadertune.interference.measure_interference` over the
-sweep process's own tree, so only work that is not the sweep's counts.
+says nothing. A load that outlasts a whole wait is steady: from then on ``wait`` looks once
+before a window and neither waits nor measures again while the load stays (waiting would
+only idle the machine before every window), and waits again once a look finds it quiet.
+The probe is :func:`loadertune.interference.measure_interference` over the sweep process's
+own tree, so only work that is not the sweep's counts.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class BusyPolicy:
     clock: Callable[[], float] = time.monotonic
     touched: list[str] = field(default_factory=list)  # windows other work disturbed
     windows: int = 0
+    steady: bool = False  # a whole wait passed without quiet: the load is constant
 
     def load(self, seen: Interference) -> float:
         """Other work and steal, in % of one core."""
@@ -64,6 +68,10 @@ class BusyPolicy:
         """With ``wait``: wait until other work stays under the threshold (bounded)."""
         if self.mode != "wait":
             return
+        if self.steady:
+            if self.load(self.probe(PROBE_S)) > self.cpu_percent:
+                return  # the same load: waiting again would only idle the machine
+            self.steady = False  # it quieted: wait for quiet again before each window
         deadline = self.clock() + self.wait_s
         quiet, said = 0, False
         while quiet < QUIET_PROBES and not stopped():
@@ -73,9 +81,11 @@ class BusyPolicy:
                 continue
             quiet = 0
             if self.clock() >= deadline:
+                self.steady = True
                 self.note(
                     f"busy: still {seen:.0f}% of a core after {self.wait_s:g} s; measuring "
-                    "anyway (hydra.sweeper.busy_wait_s sets the wait)"
+                    "anyway (hydra.sweeper.busy_wait_s sets the wait), and while this load "
+                    "stays, without waiting or measuring again"
                 )
                 return
             if not said:
@@ -92,8 +102,9 @@ class BusyPolicy:
         return result.other_cpu_percent + result.steal_percent > self.cpu_percent
 
     def measure_again(self, result: TrialResult | None) -> bool:
-        """With ``wait``: whether to measure this window once more."""
-        return self.mode == "wait" and self.disturbed(result)
+        """With ``wait``: whether to measure this window once more (not under a steady load:
+        the window again would be touched alike)."""
+        return self.mode == "wait" and not self.steady and self.disturbed(result)
 
     def seen(self, what: str, result: TrialResult | None) -> None:
         """Count a timed window, and remember it if other work disturbed it."""

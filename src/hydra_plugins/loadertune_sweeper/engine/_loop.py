@@ -270,7 +270,12 @@ class SweepEngine:
             failed += answer.state == TrialState.FAIL
             self._queue_next(session, answer, ran)
             if not s.custom_search_space and _enumerate.covered(study, session.plan):
-                view.note("every setting of the search space has an answer")
+                grid = hasattr(sampler, "is_exhausted")
+                view.note(
+                    "the grid is covered: every point has been measured"
+                    if grid
+                    else "every setting of the search space has an answer"
+                )
                 break
             if in_a_row >= REPEATS_IN_A_ROW:
                 view.note(

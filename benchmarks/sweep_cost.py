@@ -109,6 +109,7 @@ def grid(overrides: list[str], out: Path, repeats: int) -> tuple[dict[str, float
                 [f"paths.output_root={out}", "trial.precision=null", *overrides, *lines]
             )
             times.setdefault(json.dumps(s, sort_keys=True), []).append(run_trial(config).objective)
+        print(f"grid round {round_ + 1}: {time.perf_counter() - start:.1f} s so far", flush=True)
     wall = time.perf_counter() - start
     return {k: statistics.median(v) for k, v in times.items()}, wall
 
@@ -123,7 +124,7 @@ def main() -> None:
     if proc.returncode:
         raise SystemExit(proc.stderr[-4000:])
     f = study_figures(out)
-    print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}")
+    print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}", flush=True)
     print(
         f"default study: {wall:.1f} s wall (dataset generation and the verdict included), "
         f"{f['trials']} trials: {f['distinct']} distinct settings measured in "
@@ -143,7 +144,7 @@ def main() -> None:
             f" s, max {max(f['gaps']):.2f} s over {len(f['gaps'])}"
         )
     rec = f["recommended"]
-    print(f"recommended: {rec.get('params')} ({rec.get('confidence')})")
+    print(f"recommended: {rec.get('params')} ({rec.get('confidence')})", flush=True)
     if args.no_grid:
         return
     medians, grid_wall = grid(overrides, out / "grid", args.repeats)

@@ -14,6 +14,7 @@
    measured side by side), and the pruned settings the grid puts within 5% of its best.
 
     .venv/bin/python benchmarks/sweep_cost.py [--repeats 3] [--no-grid] [override ...]
+    .venv/bin/python benchmarks/sweep_cost.py --analyse OUTPUT_ROOT   # a finished sweep
 """
 
 from __future__ import annotations
@@ -37,23 +38,27 @@ def study_figures(out: Path) -> dict[str, Any]:
     import optuna
     from mlflow import MlflowClient
 
-    study = optuna.load_study(study_name="bench", storage=f"sqlite:///{out}/optuna.db")
+    storage = f"sqlite:///{out}/optuna.db"
+    (name,) = optuna.get_all_study_names(storage)
+    study = optuna.load_study(study_name=name, storage=storage)
     trials = [t for t in study.trials if t.state.is_finished()]
     measured = [t for t in trials if "repeat_of" not in t.user_attrs and "wall_s" in t.user_attrs]
     client = MlflowClient(f"sqlite:///{out}/mlflow.db")
     runs = client.search_runs(["1"], max_results=1000)
     children = [r for r in runs if r.data.tags.get("loadertune.kind") == "trial"]
+    # Before repeats stopped being child runs, each carried the figures it repeated.
+    own = [r for r in children if "repeat_of" not in r.data.tags]
     (parent,) = [r for r in runs if r.data.tags.get("loadertune.kind") == "sweep"]
     window = {
         int(r.data.tags["optuna.trial_number"]): r.data.metrics["window_s"]
-        for r in children
+        for r in own
         if "window_s" in r.data.metrics and r.data.tags.get("optuna.state") == "COMPLETE"
     }
     outside = [
         float(t.user_attrs["wall_s"]) - window[t.number] for t in measured if t.number in window
     ]
     measure_s = {}
-    for r in children:
+    for r in own:
         if int(r.data.tags["optuna.trial_number"]) in window:
             path = client.download_artifacts(r.info.run_id, "trial_result.json", str(out))
             measure_s[int(r.data.tags["optuna.trial_number"])] = json.loads(Path(path).read_text())[
@@ -109,6 +114,7 @@ def grid(overrides: list[str], out: Path, repeats: int) -> tuple[dict[str, float
                 [f"paths.output_root={out}", "trial.precision=null", *overrides, *lines]
             )
             times.setdefault(json.dumps(s, sort_keys=True), []).append(run_trial(config).objective)
+        print(f"grid round {round_ + 1}: {time.perf_counter() - start:.1f} s so far", flush=True)
     wall = time.perf_counter() - start
     return {k: statistics.median(v) for k, v in times.items()}, wall
 
@@ -117,13 +123,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-grid", action="store_true")
+    parser.add_argument("--analyse", type=Path, help="a finished sweep's output root instead")
     args, overrides = parser.parse_known_args()
-    out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
-    proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *overrides])
-    if proc.returncode:
-        raise SystemExit(proc.stderr[-4000:])
+    if args.analyse is not None:
+        out, wall, args.no_grid = args.analyse, float("nan"), True
+    else:
+        out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
+        proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *overrides])
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-4000:])
     f = study_figures(out)
-    print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}")
+    print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}", flush=True)
     print(
         f"default study: {wall:.1f} s wall (dataset generation and the verdict included), "
         f"{f['trials']} trials: {f['distinct']} distinct settings measured in "
@@ -143,7 +153,7 @@ def main() -> None:
             f" s, max {max(f['gaps']):.2f} s over {len(f['gaps'])}"
         )
     rec = f["recommended"]
-    print(f"recommended: {rec.get('params')} ({rec.get('confidence')})")
+    print(f"recommended: {rec.get('params')} ({rec.get('confidence')})", flush=True)
     if args.no_grid:
         return
     medians, grid_wall = grid(overrides, out / "grid", args.repeats)

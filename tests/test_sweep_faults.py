@@ -79,6 +79,7 @@ from loadertune.host_lock import timing_lock
 with timing_lock("a sweep of study 'held'", directory=Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
+    print("releasing", time.time(), flush=True)
 """
 
 
@@ -111,8 +112,10 @@ def test_wait_says_who_once_then_runs_after_the_holder(tmp_path: Path) -> None:
     proc = _holder(tmp_path, 1.5)
     said: list[str] = []
     with host_lock.timing_lock("a trial", "wait", said.append, directory=tmp_path):
-        assert proc.poll() is not None  # the holder ended before this block ran
-    proc.communicate()
+        entered = time.time()
+    out, _ = proc.communicate()
+    released = float(out.split("releasing")[1])
+    assert entered >= released  # the waiter ran only once the holder let go
     assert len(said) == 1 and "study 'held'" in said[0] and "waiting" in said[0]
 
 

@@ -28,6 +28,17 @@ TWO = ["++trial.nproc_per_node=2"]
 SHM = Path("/dev/shm")
 
 
+def _running_children() -> list[psutil.Process]:
+    """This process's descendants still running (a zombie has ended: it holds no CPU, memory
+    or lock, only a pid until its parent reaps it, and may be an earlier test's)."""
+    running = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                running.append(proc)
+    return running
+
+
 def _records(step_s: float, steps: int, samples: int, wait_s: float = 0.0) -> list[StepRecord]:
     return [
         StepRecord(i, i * step_s, wait_s, 0.0, step_s - wait_s, (i + 1) * step_s, samples)
@@ -116,7 +127,7 @@ def test_two_ranks_measure_the_node(compose: Compose, monkeypatch: pytest.Monkey
     assert [r["rank"] for r in result.to_dict()["ranks"]] == [0, 1]
     # The whole tree is the trial's: the trial process and both ranks (and workers) sampled.
     assert max(r.processes for r in result.resources) >= 3
-    assert not psutil.Process().children(recursive=True)
+    assert not _running_children()
 
 
 @pytest.mark.parametrize(
@@ -153,7 +164,7 @@ def test_a_failing_rank_fails_the_trial_naming_it(
         run_trial(config)
     assert caught.value.reason == reason, caught.value.message
     assert words in caught.value.message
-    assert not psutil.Process().children(recursive=True)  # no rank, worker or sampler left
+    assert not _running_children()  # no rank, worker or sampler left
     assert not _leaked_shm(before)
 
 
@@ -305,4 +316,4 @@ def test_two_ranks_stream_an_iterable_and_leave_each_passs_end_out_of_the_window
     assert figures["window_reopens"] >= 1
     assert figures["idle_workers"] == 2  # one on each rank
     assert result.idle_workers == [1]
-    assert not psutil.Process().children(recursive=True)
+    assert not _running_children()

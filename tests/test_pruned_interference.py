@@ -18,7 +18,7 @@ from tests.test_sweep import mlflow_runs, study_at, sweep
 def test_a_pruned_trial_carries_other_cpu_percent(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     study = optuna.create_study(storage=storage, study_name="s")
-    for step_ms in (1, 1, 200):  # the 200 ms step is hopeless at its first report
+    for step_ms in (1, 2, 200):  # two measured; the 200 ms step is hopeless at its first report
         study.enqueue_trial({"model.step_ms": step_ms})
     hog = subprocess.Popen(["sh", "-c", "exec yes > /dev/null"])  # a neighbour taking a core
     try:
@@ -27,7 +27,8 @@ def test_a_pruned_trial_carries_other_cpu_percent(tmp_path: Path) -> None:
             "hydra.sweeper.study_name=s",
             "model=simulated",
             "hydra.sweeper.n_trials=3",
-            "hydra.sweeper.params.model.step_ms=choice(1,200)",
+            "hydra.sweeper.params.model.step_ms=choice(1,2,200)",
+            "hydra/sweeper/pruner=median",  # the pruned trial is the point, not the rule
             "trial.steps=12",
             "hydra.sweeper.report_every=2",
             "hydra.sweeper.pruner.n_startup_trials=2",

@@ -39,18 +39,24 @@ def check_dataset(ds: DatasetConfig) -> None:
         _hf_iterable(ds)
 
 
+def _shard_folder(root: str, suffix: str, what: str, generated: str) -> None:
+    """``dataset.root`` must be a folder holding ``*<suffix>`` shards."""
+    folder = Path(root).expanduser()
+    if not folder.is_dir() or not any(folder.glob(f"*{suffix}")):
+        raise ConfigError(
+            "dataset.root",
+            root,
+            f"is not a folder of {suffix} shards",
+            f"point it at a folder of {what}, or set dataset.root=null to generate {generated}",
+        )
+
+
 def _webdataset(ds: WebDatasetConfig) -> None:
     _at_least("dataset.shuffle_buffer", ds.shuffle_buffer, 0, "1000")
     if ds.root is not None:
-        root = Path(ds.root).expanduser()
-        if not root.is_dir() or not any(root.glob("*.tar")):
-            raise ConfigError(
-                "dataset.root",
-                ds.root,
-                "is not a folder of .tar shards",
-                "point it at a folder of WebDataset shards (<key>.jpg and <key>.cls in each), "
-                "or set dataset.root=null to generate them",
-            )
+        _shard_folder(
+            ds.root, ".tar", "WebDataset shards (<key>.jpg and <key>.cls in each)", "them"
+        )
         return
     _at_least("dataset.count", ds.count, 1, "4096")
     _at_least("dataset.shards", ds.shards, 1, "8")
@@ -115,15 +121,7 @@ def _synthetic(ds: SyntheticImagesConfig) -> None:
 
 def _shards(ds: ArrayShardsConfig) -> None:
     if ds.root is not None:
-        root = Path(ds.root).expanduser()
-        if not root.is_dir() or not any(root.glob("*.npy")):
-            raise ConfigError(
-                "dataset.root",
-                ds.root,
-                "is not a folder of .npy shards",
-                "point it at a folder of <name>.npy files (first axis = samples), "
-                "or set dataset.root=null to generate shards",
-            )
+        _shard_folder(ds.root, ".npy", "<name>.npy files (first axis = samples)", "shards")
         return
     _at_least("dataset.count", ds.count, 1, "8192")
     _at_least("dataset.shard_size", ds.shard_size, 1, "1024")

@@ -27,6 +27,7 @@ FAST_S = 0.01  # between samples at the closest
 PSS_FAR_S = 1.0  # between PSS readings under half the budget
 PSS_NEAR_S = 0.2  # ... and above it
 ACT_S = 0.03  # from deciding to stop to the tree's memory no longer growing (a SIGKILL)
+PSS_CPU_SHARE = 0.01  # far from the budget, PSS readings take at most this share of a core
 RATE_WINDOW = 6  # growth is the fastest seen over this many recent intervals
 UNSEEN_RATE = 2 * 2**30  # bytes/s: a leak this fast, not yet seen, still finds a reading in time
 
@@ -47,6 +48,7 @@ class BudgetPacer:
         self._shared = 0  # summed RSS less PSS at the last PSS reading
         self._pids: frozenset[int] = frozenset()
         self._pss_at = -float("inf")
+        self._pss_cost = 0.0  # seconds the last PSS reading took
         self._last: tuple[float, int] | None = None
         self._rates: deque[float] = deque(maxlen=RATE_WINDOW)
         self._late: deque[float] = deque(maxlen=RATE_WINDOW)  # readings past when asked
@@ -56,7 +58,9 @@ class BudgetPacer:
     ) -> bool:
         """Take in one reading; True when the tree must stop now."""
         if self._pss_due(now, rss, pids):
+            began = time.perf_counter()
             pss = read_pss()
+            self._pss_cost = time.perf_counter() - began
             self._shared, self._pids, self._pss_at = max(rss - pss, 0), pids, now
         self.estimate = max(rss - self._shared, 0)
         if self._last is not None and now > self._last[0]:
@@ -72,9 +76,17 @@ class BudgetPacer:
         return self.estimate + rate * ahead > self.budget
 
     def _pss_due(self, now: float, rss: int, pids: frozenset[int]) -> bool:
-        """Read PSS when the members changed (a worker's shared pages), else now and then."""
-        if rss <= self.budget / 2 and self.pss_far_s is None:
+        """Read PSS when the members changed (a worker's shared pages), else now and then.
+
+        While summed RSS (never below PSS) is under half the budget the tree is safe whatever
+        its PSS, so readings there are for the record only and are paced by their own cost:
+        at most :data:`PSS_CPU_SHARE` of a core (a reading of a PyTorch process with four
+        workers takes tens of milliseconds, and the machine's CPUs are what is measured)."""
+        far = rss <= self.budget / 2
+        if far and self.pss_far_s is None:
             return False  # PSS <= RSS: far from the budget whatever PSS is
+        if far and now - self._pss_at < self._pss_cost / PSS_CPU_SHARE:
+            return False
         if pids != self._pids:
             return True
         near = self.estimate > self.budget / 2

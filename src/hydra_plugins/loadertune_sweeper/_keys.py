@@ -26,6 +26,7 @@ class TrialAttr:
     BASELINE: Final = "baseline"  # the advice it stands for (``plan._baselines.Role``)
     BLOCK_MS: Final = "block_ms"  # time per sample of its blocks of steps, for the pruner
     WALKED: Final = "walked"  # queued by walking a small space (``plan._enumerate``)
+    STEERED_FROM: Final = "steered_from"  # queued nearest a setting the sampler kept asking for
     PARENT_RUN: Final = "mlflow_parent_run_id"  # the sweep's MLflow parent run
     OWNER_HOST: Final = "owner_host"  # the host of the sweep that claimed it
     OWNER_PID: Final = "owner_pid"

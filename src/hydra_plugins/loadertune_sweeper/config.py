@@ -139,6 +139,13 @@ class SweepSettings:
     verdict_top: int = 3
     verdict_repeats: int = 3
 
+    # How long a search trial times: "steps" (with a verdict to follow) exactly trial.steps
+    # timed steps, as a verdict round does, since the verdict re-measures the candidates
+    # interleaved and a longer search window only refines a figure the verdict replaces;
+    # "precise": the trial's own rule (time until trial.precision, up to trial.max_steps).
+    # Without a verdict (verdict_repeats=0) search trials always use the trial's own rule.
+    search_window: str = "steps"
+
     # Let the model-based guess (after the num_workers=0 trial) set the num_workers range the
     # sampler searches: wider than written when loading waits on I/O and needs more workers
     # than the CPUs (up to 1.5 x the guess, 8 per CPU at most), narrower (2 x the guess) when

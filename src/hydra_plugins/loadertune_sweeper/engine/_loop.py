@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 from omegaconf import OmegaConf
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
@@ -31,6 +31,7 @@ from loadertune.result_stores import (
     is_disk_full,
     says_disk_full,
 )
+from loadertune.search_rules import plain_key
 
 from .. import _optuna_private
 from .._keys import Results, StudyAttr, TrialAttr
@@ -44,7 +45,7 @@ from ..study import _hosts, _storage
 from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
 from ..trial._outcome import Answer, answer_trial, tell_and_record
-from ..verdict._rounds import VerdictRun
+from ..verdict._rounds import ROUND_WINDOW, VerdictRun
 from ._halt import INFRA, check_stores, fail, show_first_error
 from ._repair import queue_baselines, resumed
 
@@ -56,7 +57,18 @@ if TYPE_CHECKING:
 
 
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
+_WINDOW_KEYS = ("trial.precision", "trial.max_steps")  # search_window=steps sets them aside
+STEER_AFTER = 2  # proposals of answered settings in a row before the nearest new one is queued
 VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
+
+
+def search_window(s: SweepSettings) -> tuple[str, ...]:
+    """The overrides that set how long a search trial times (``hydra.sweeper.search_window``):
+    with ``steps`` and a verdict to follow, exactly ``trial.steps`` timed steps, as a verdict
+    round (``verdict._rounds.ROUND_WINDOW``); else none, the trial's own rule."""
+    if s.search_window == "steps" and s.verdict_repeats > 0:
+        return tuple(ROUND_WINDOW)
+    return ()
 
 
 @dataclass
@@ -172,6 +184,14 @@ class SweepEngine:
         view = _console.SweepView(study, budget.shown, plan, orphans)
         if ranged:
             view.note(ranged)
+        ignored = [k for k in plan.fixed if plain_key(k) in _WINDOW_KEYS]
+        if ignored and search_window(s):
+            view.note(
+                f"{', '.join(ignored)}: used by no search trial, each times trial.steps steps "
+                "before the verdict measures the candidates again "
+                "(hydra.sweeper.search_window=steps); hydra.sweeper.search_window=precise "
+                "times each search trial until trial.precision"
+            )
         if dropped:
             view.note(
                 f"{len(dropped)} queued trial(s) lie outside the range searched now and are "
@@ -268,7 +288,7 @@ class SweepEngine:
             ran += answer.repeat_of is None
             in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
-            self._queue_next(session, answer, ran)
+            self._queue_next(session, answer, ran, in_a_row)
             if not s.custom_search_space and _enumerate.covered(study, session.plan):
                 grid = hasattr(sampler, "is_exhausted")
                 view.note(
@@ -296,9 +316,10 @@ class SweepEngine:
                 return "FAILED", ExitStatus.NO_RESULT
         return "FINISHED", ExitStatus.OK
 
-    def _queue_next(self, session: _Session, answer: Answer, ran: int) -> None:
+    def _queue_next(self, session: _Session, answer: Answer, ran: int, in_a_row: int) -> None:
         """After a trial: the doubling path's next rung; after the default, the guess; then,
-        in a space small enough to walk, its most promising setting not yet answered."""
+        in a space small enough to walk, its most promising setting not yet answered; after
+        :data:`STEER_AFTER` repeats in a row, the unanswered setting nearest the last."""
         study, plan = session.study, session.plan
         finished = study.trials[answer.trial.number]
         rung = _baselines.next_rung(study, finished, plan.baseline_space())
@@ -311,6 +332,24 @@ class SweepEngine:
             ):
                 session.view.note(message)
         self._walk(session, ran)
+        if answer.repeat_of is not None and in_a_row >= STEER_AFTER:
+            self._steer(session, answer.repeat_of)
+
+    def _steer(self, session: _Session, favourite: FrozenTrial) -> None:
+        """Queue the unanswered setting nearest the one the sampler keeps proposing
+        (``plan._enumerate.nearest_unanswered``): its repeats were answered, and taught it
+        nothing new, so the trial goes where it looks rather than where it has looked."""
+        study = session.study
+        if self.settings.custom_search_space or _optuna_private.is_exhaustive(study.sampler):
+            return
+        setting = _enumerate.nearest_unanswered(study, session.plan, favourite.params)
+        if setting is None:
+            return
+        session.view.note(
+            f"the sampler asked for trial {favourite.number}'s setting again: measuring the "
+            "nearest setting not yet measured instead"
+        )
+        study.enqueue_trial(setting, user_attrs={TrialAttr.STEERED_FROM: favourite.number})
 
     def _walk(self, session: _Session, ran: int) -> None:
         """Queue the next setting of a finite space that has no more unanswered settings
@@ -361,6 +400,7 @@ class SweepEngine:
             self.compose,
             self.measure,
             self.settings.custom_search_space,
+            search_window(self.settings),
         )
 
     def _give_verdict(self, session: _Session) -> bool:

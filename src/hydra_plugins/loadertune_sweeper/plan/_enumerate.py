@@ -7,6 +7,11 @@ sampler proposes settings already answered and leaves others out. Instead the st
 each setting once, the guess first and then outward (the nearest number of workers first,
 fewer before more, PyTorch's prefetch factor before the others), and ends when every setting
 has an answer. The settings are plain value dicts, as :func:`._sweep_plan.suggest` returns.
+
+A sampler that keeps proposing settings already answered (TPE does, once it believes it has
+found the best) is steered the same way: after a few such proposals in a row, the unanswered
+setting nearest the one it keeps asking for is measured next (:func:`nearest_unanswered`),
+so the search spends its trials around the sampler's favourite instead of on repeats.
 """
 
 from __future__ import annotations
@@ -74,6 +79,36 @@ def in_order_of_promise(every: list[Setting], plan: SweepPlan, center: int) -> l
         return (abs(workers - center), workers, sum(others), *others)
 
     return sorted(every, key=rank)
+
+
+def nearest_unanswered(
+    study: optuna.Study, plan: SweepPlan, favourite: dict[str, Any]
+) -> Setting | None:
+    """The unanswered setting of a finite space nearest ``favourite`` (a trial's params):
+    the fewest steps along each dimension's values, the number of workers counted first;
+    None when the space is not finite, fully answered, or a trial waits in the queue."""
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return None
+    every = plan.settings()
+    if every is None:
+        return None
+    left = unanswered(study, plan, every)
+    if not left:
+        return None
+    wkey = plan.workers_key()
+
+    def steps(s: Setting, key: str) -> float:
+        points = _points(plan.space[key])
+        here, there = s.get(key), favourite.get(key)
+        if here in points and there in points:
+            return float(abs(points.index(here) - points.index(there)))
+        return 0.0 if here == there else 1.0
+
+    def rank(s: Setting) -> tuple[float, float]:
+        workers = steps(s, wkey) if wkey else 0.0
+        return (workers + sum(steps(s, k) for k in plan.space if k != wkey), workers)
+
+    return min(left, key=rank)
 
 
 def _points(dist: BaseDistribution) -> list[Any]:

@@ -15,6 +15,7 @@ from ..config import SweepSettings
 
 _KEY = "hydra.sweeper"
 BUSY_MODES = ("warn", "wait", "ignore")
+SEARCH_WINDOWS = ("steps", "precise")
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
 _COMMENTS = "conf/config.yaml, under hydra.sweeper"
 
@@ -49,6 +50,14 @@ def check_settings(s: SweepSettings) -> None:
             "e.g. hydra.sweeper.max_failure_rate=1.0 to never stop for crashes",
         )
     _busy(s)
+    if s.search_window not in SEARCH_WINDOWS:
+        raise ConfigError(
+            f"{_KEY}.search_window",
+            s.search_window,
+            f"must be one of {', '.join(SEARCH_WINDOWS)}",
+            "e.g. hydra.sweeper.search_window=precise to time each search trial until "
+            "trial.precision",
+        )
     for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb", "busy_wait_s"):
         value = getattr(s, name)
         if value is not None and value <= 0:

@@ -18,6 +18,7 @@ from ..plan._sweep_plan import Composer
 from ._busy_machine import BusyPolicy
 from ._noise_pruner import block_ms
 from ._trial_process import Limits, TrialOutcome, run_trial_process
+from ._warm_parent import warm_parent
 
 if TYPE_CHECKING:
     import optuna
@@ -82,6 +83,7 @@ class Measurer:
             trial.report(summarize(steps, workers).time_per_sample_ms, step=len(steps))
             return trial.should_prune()
 
+        warm_parent(config)  # imported here once, not in every trial process
         limits = Limits(
             wall_s=s.trial_timeout_s or config.trial.time_limit_s + 120.0,
             stall_s=s.stall_timeout_s,

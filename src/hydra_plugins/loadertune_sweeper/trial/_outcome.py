@@ -95,8 +95,13 @@ def answer_trial(
     compose: Composer,
     measure: Measure,
     custom_search_space: str | None = None,
+    window: tuple[str, ...] = (),
 ) -> Answer:
-    """Answer a claimed trial's settings: refused, repeated, or measured."""
+    """Answer a claimed trial's settings: refused, repeated, or measured.
+
+    ``window``: overrides for how long the trial times (``hydra.sweeper.search_window``),
+    added to the measured job only: the settings, their effective key and the overrides kept
+    with the trial (which the verdict reruns) are the trial's own."""
     values = suggest(trial, plan, custom_search_space, compose.config)
     lines = overrides(values, plan.fixed, plan.accelerator, plan.default_workers)
     trial.set_user_attr(TrialAttr.OVERRIDES, lines)
@@ -114,6 +119,12 @@ def answer_trial(
     earlier = _same_measurement(study, key, trial.number)
     if earlier is not None:
         return _repeat(answer, earlier)
+    if window:
+        job_cfg = compose([*lines, *window], job_num=trial.number)
+        answer.yaml = OmegaConf.to_yaml(
+            {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
+        )
+        answer.config = to_run_config(job_cfg)
     outcome = measure(trial, job_cfg, answer.config)
     answer.outcome = outcome
     answer.reason, answer.error = outcome.reason, outcome.error

@@ -69,8 +69,18 @@ def study_figures(out: Path) -> dict[str, Any]:
         for prev, cur in itertools.pairwise(trials)
         if prev.number in measure_s and prev.datetime_start and cur.datetime_start
     ]
+    # The fixed cost, split: the trial process's own (fork, dataset and model, exit) and the
+    # loop's (first batch, warm-up steps) before its window.
+    process = [
+        float(t.user_attrs["wall_s"]) - measure_s[t.number]
+        for t in measured
+        if t.number in measure_s
+    ]
+    warming = [measure_s[n] - window[n] for n in measure_s if n in window]
     rec = _results(out).get("recommended") or {}
     return {
+        "process": process,
+        "warming": warming,
         "trials": len(trials),
         "measured": measured,
         "distinct": len({json.dumps(t.params, sort_keys=True) for t in measured}),
@@ -146,6 +156,12 @@ def main() -> None:
             f"fixed cost per trial outside its timed window (wall_s - window_s, complete "
             f"trials): median {statistics.median(f['outside']):.2f} s, max "
             f"{max(f['outside']):.2f} s over {len(f['outside'])}"
+        )
+    if f["process"]:
+        print(
+            f"  of which the trial process (wall_s - measure_s: fork, dataset, model, exit): "
+            f"median {statistics.median(f['process']):.2f} s; first batch and warm-up steps "
+            f"(measure_s - window_s): median {statistics.median(f['warming']):.2f} s"
         )
     if f["gaps"]:
         print(

@@ -173,3 +173,78 @@ def test_every_setting_answered_covers_the_space(tmp_path: Path) -> None:
     _done(study, {"loader.num_workers": 1, "loader.prefetch_factor": 2}, TrialState.COMPLETE)
     assert _enumerate.covered(study, plan)
     assert _enumerate.next_setting(study, plan, 10, center=0) is None
+
+
+def test_a_favourite_asked_for_again_steers_to_its_nearest_unanswered_setting(
+    tmp_path: Path,
+) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="s")
+    plan = _plan()
+    favourite = {"loader.num_workers": 1, "loader.prefetch_factor": 2}
+    _done(study, {"loader.num_workers": 0}, TrialState.COMPLETE)
+    _done(study, favourite, TrialState.COMPLETE)
+    _done(study, {"loader.num_workers": 1, "loader.prefetch_factor": 1}, TrialState.PRUNED)
+    # One step away along prefetch (2 -> 4) or workers (1 -> 2): the same worker count first.
+    nearest = _enumerate.nearest_unanswered(study, plan, favourite)
+    assert nearest == {"loader.num_workers": 1, "loader.prefetch_factor": 4}
+    _done(study, nearest, TrialState.PRUNED)
+    assert _enumerate.nearest_unanswered(study, plan, favourite) == {
+        "loader.num_workers": 2,
+        "loader.prefetch_factor": 2,
+    }
+    study.enqueue_trial({"loader.num_workers": 2, "loader.prefetch_factor": 8})
+    assert _enumerate.nearest_unanswered(study, plan, favourite) is None  # one waits already
+
+
+def test_a_favourite_in_a_covered_space_steers_nowhere(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="s")
+    plan = _plan({"loader.num_workers": IntDistribution(0, 1)})
+    _done(study, {"loader.num_workers": 0}, TrialState.COMPLETE)
+    _done(study, {"loader.num_workers": 1}, TrialState.COMPLETE)
+    assert _enumerate.nearest_unanswered(study, plan, {"loader.num_workers": 0}) is None
+
+
+class _Recording:
+    """Stands in for the trial process and keeps the config each trial was measured with."""
+
+    def __init__(self) -> None:
+        self.configs: list[RunConfig] = []
+
+    def __call__(self, trial: Any, job_cfg: DictConfig, config: RunConfig) -> TrialOutcome:
+        assert job_cfg.trial.precision == config.trial.precision  # the job runs what is kept
+        self.configs.append(config)
+        return TrialOutcome(status=TrialStatus.PRUNED, reason="pruned")
+
+
+def test_the_search_window_shortens_the_measured_job_only(tmp_path: Path, composer: Any) -> None:
+    from hydra_plugins.loadertune_sweeper.verdict._rounds import ROUND_WINDOW
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="s")
+    plan, measure = _plan(), _Recording()
+    setting = {"loader.num_workers": 1, "loader.prefetch_factor": 2}
+    study.enqueue_trial(setting)
+    study.enqueue_trial({**setting, "loader.num_workers": 2})
+    short = answer_trial(study, study.ask(), plan, composer, measure, None, tuple(ROUND_WINDOW))
+    precise = answer_trial(study, study.ask(), plan, composer, measure)
+    assert [c.trial.precision for c in measure.configs] == [None, 0.02]
+    # What the trial keeps (its overrides, rerun by the verdict) are its settings alone, and
+    # its effective key is the key it would have with the trial's own window.
+    kept = short.trial.user_attrs["overrides"]
+    assert not any(line.startswith("trial.precision") for line in kept)
+    assert "precision: null" in short.yaml and "precision: 0.02" in precise.yaml
+    study.enqueue_trial(setting)
+    again = answer_trial(study, study.ask(), plan, composer, measure)
+    assert again.trial.user_attrs["effective_key"] == short.trial.user_attrs["effective_key"]
+
+
+def test_the_search_window_setting_is_checked_and_follows_the_verdict() -> None:
+    from hydra_plugins.loadertune_sweeper.config import SweepSettings
+    from hydra_plugins.loadertune_sweeper.engine._loop import search_window
+    from hydra_plugins.loadertune_sweeper.plan._settings_checks import check_settings
+    from loadertune.errors import ConfigError
+
+    assert search_window(SweepSettings()) == ("trial.precision=null",)
+    assert search_window(SweepSettings(verdict_repeats=0)) == ()
+    assert search_window(SweepSettings(search_window="precise")) == ()
+    with pytest.raises(ConfigError, match=r"hydra\.sweeper\.search_window.*steps, precise"):
+        check_settings(SweepSettings(search_window="long"))

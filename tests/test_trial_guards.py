@@ -7,11 +7,13 @@ pattern reader and the budget's pacing are tested on recorded output and reading
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -184,6 +186,36 @@ def test_inside_the_trial_pss_is_not_read_far_from_the_budget() -> None:
     pacer.observe(5.0, 500 * MB, frozenset({1, 2}), read_pss(300 * MB))
     assert reads == [300 * MB]
     assert pacer.estimate == 300 * MB
+
+
+def test_far_from_the_budget_pss_readings_are_paced_by_their_cost() -> None:
+    """A PSS reading of a PyTorch tree takes tens of milliseconds: far from the budget the
+    sweep reads it at most PSS_CPU_SHARE of the time; near it, as often as it needs."""
+    from loadertune.memory_watch import PSS_CPU_SHARE
+
+    reads: list[float] = []
+    cost = 0.02  # seconds one reading takes here
+
+    def slow_read(now: float, value: int) -> Callable[[], int]:
+        def read() -> int:
+            reads.append(now)
+            time.sleep(cost)
+            return value
+
+        return read
+
+    pacer = BudgetPacer(1000 * MB)  # the sweep's guard: PSS far from the budget too
+    for i in range(12):  # every quarter second, a new worker each time, far from the budget
+        now = i * 0.25
+        pacer.observe(now, 300 * MB, frozenset({1, i}), slow_read(now, 200 * MB))
+    gap = cost / PSS_CPU_SHARE
+    assert reads[0] == 0.0 and len(reads) <= 1 + 3.0 / gap
+    assert all(b - a >= gap for a, b in itertools.pairwise(reads))
+    reads.clear()
+    for i in range(4):  # over half the budget: read on every change of members
+        now = 10.0 + i * 0.05
+        pacer.observe(now, 700 * MB, frozenset({1, 100 + i}), slow_read(now, 650 * MB))
+    assert len(reads) == 4
 
 
 def test_the_pacer_samples_faster_near_the_budget() -> None:

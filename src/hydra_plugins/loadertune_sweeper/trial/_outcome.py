@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from loadertune.config import RunConfig, to_run_config
@@ -119,8 +119,9 @@ def answer_trial(
     earlier = _same_measurement(study, key, trial.number)
     if earlier is not None:
         return _repeat(answer, earlier)
-    if window:
-        job_cfg = compose([*lines, *window], job_num=trial.number)
+    if window:  # onto the composed job: a second composition costs a third of a second
+        with open_dict(job_cfg):
+            job_cfg.merge_with(OmegaConf.from_dotlist(list(window)))
         answer.yaml = OmegaConf.to_yaml(
             {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
         )

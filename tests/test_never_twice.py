@@ -239,7 +239,7 @@ def test_the_search_window_shortens_the_measured_job_only(tmp_path: Path, compos
 
 def test_the_search_window_setting_is_checked_and_follows_the_verdict() -> None:
     from hydra_plugins.loadertune_sweeper.config import SweepSettings
-    from hydra_plugins.loadertune_sweeper.engine._loop import search_window
+    from hydra_plugins.loadertune_sweeper.engine._next import search_window
     from hydra_plugins.loadertune_sweeper.plan._settings_checks import check_settings
     from loadertune.errors import ConfigError
 

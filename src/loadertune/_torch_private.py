@@ -104,3 +104,13 @@ def unwatch_all_workers() -> None:
         for obj in gc.get_objects():
             if isinstance(obj, dataloader._MultiProcessingDataLoaderIter):
                 unwatch_workers(obj)
+
+
+def import_dynamo() -> None:
+    """Import ``torch._dynamo``, which PyTorch imports on an optimizer's first use
+    (``torch._compile._disable_dynamo``): a sweep imports it once before forking its trials,
+    so no trial pays the import (:mod:`hydra_plugins.loadertune_sweeper.trial._warm_parent`).
+    """
+    import importlib
+
+    importlib.import_module("torch._dynamo")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 from omegaconf import OmegaConf
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
@@ -31,12 +31,9 @@ from loadertune.result_stores import (
     is_disk_full,
     says_disk_full,
 )
-from loadertune.search_rules import plain_key
 
-from .. import _optuna_private
 from .._keys import Results, StudyAttr, TrialAttr
-from ..plan import _baselines, _enumerate, _guess
-from ..plan._baselines import Role
+from ..plan import _enumerate, _guess
 from ..plan._samplers import create_pruner, create_sampler
 from ..plan._sweep_plan import Composer, SweepPlan, make_plan
 from ..record import _console
@@ -45,8 +42,9 @@ from ..study import _hosts, _storage
 from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
 from ..trial._outcome import Answer, answer_trial, tell_and_record
-from ..verdict._rounds import ROUND_WINDOW, VerdictRun
+from ..verdict._rounds import VerdictRun
 from ._halt import INFRA, check_stores, fail, show_first_error
+from ._next import NextTrial, search_window, unused_window_keys
 from ._repair import queue_baselines, resumed
 
 if TYPE_CHECKING:
@@ -57,18 +55,7 @@ if TYPE_CHECKING:
 
 
 REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
-_WINDOW_KEYS = ("trial.precision", "trial.max_steps")  # search_window=steps sets them aside
-STEER_AFTER = 2  # proposals of answered settings in a row before the nearest new one is queued
 VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
-
-
-def search_window(s: SweepSettings) -> tuple[str, ...]:
-    """The overrides that set how long a search trial times (``hydra.sweeper.search_window``):
-    with ``steps`` and a verdict to follow, exactly ``trial.steps`` timed steps, as a verdict
-    round (``verdict._rounds.ROUND_WINDOW``); else none, the trial's own rule."""
-    if s.search_window == "steps" and s.verdict_repeats > 0:
-        return tuple(ROUND_WINDOW)
-    return ()
 
 
 @dataclass
@@ -81,7 +68,7 @@ class _Session:
     view: _console.SweepView
     slots: _storage.Slots
     budget: _storage.Budget
-    walking: bool = False  # the space is walked in order of promise (``plan._enumerate``)
+    next: NextTrial  # what to measure next: the baselines' rungs, the walk, the steering
 
 
 class SweepEngine:
@@ -184,14 +171,8 @@ class SweepEngine:
         view = _console.SweepView(study, budget.shown, plan, orphans)
         if ranged:
             view.note(ranged)
-        ignored = [k for k in plan.fixed if plain_key(k) in _WINDOW_KEYS]
-        if ignored and search_window(s):
-            view.note(
-                f"{', '.join(ignored)}: used by no search trial, each times trial.steps steps "
-                "before the verdict measures the candidates again "
-                "(hydra.sweeper.search_window=steps); hydra.sweeper.search_window=precise "
-                "times each search trial until trial.precision"
-            )
+        if (unused := unused_window_keys(plan, s)) is not None:
+            view.note(unused)
         if dropped:
             view.note(
                 f"{len(dropped)} queued trial(s) lie outside the range searched now and are "
@@ -219,7 +200,8 @@ class SweepEngine:
             on_lost=lambda lost: recorder.record_orphans(study, lost),
             note=view.note,
         )
-        return _Session(plan, study, recorder, view, slots, budget)
+        upcoming = NextTrial(study, plan, s, budget, view.note, self.memory_budget / 2**20)
+        return _Session(plan, study, recorder, view, slots, budget, upcoming)
 
     def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> ExitStatus:
         """Search, then the verdict; how the sweep ended (see :mod:`loadertune.exit_status`)."""
@@ -288,7 +270,7 @@ class SweepEngine:
             ran += answer.repeat_of is None
             in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
-            self._queue_next(session, answer, ran, in_a_row)
+            session.next.after(answer, ran, in_a_row)
             if not s.custom_search_space and _enumerate.covered(study, session.plan):
                 grid = hasattr(sampler, "is_exhausted")
                 view.note(
@@ -315,64 +297,6 @@ class SweepEngine:
                 )
                 return "FAILED", ExitStatus.NO_RESULT
         return "FINISHED", ExitStatus.OK
-
-    def _queue_next(self, session: _Session, answer: Answer, ran: int, in_a_row: int) -> None:
-        """After a trial: the doubling path's next rung; after the default, the guess; then,
-        in a space small enough to walk, its most promising setting not yet answered; after
-        :data:`STEER_AFTER` repeats in a row, the unanswered setting nearest the last."""
-        study, plan = session.study, session.plan
-        finished = study.trials[answer.trial.number]
-        rung = _baselines.next_rung(study, finished, plan.baseline_space())
-        if rung is not None:
-            study.enqueue_trial(rung, user_attrs={TrialAttr.BASELINE: Role.DOUBLING.value})
-        result = answer.outcome.result if answer.outcome else None
-        if _baselines.role_of(finished) == Role.DEFAULT and result is not None:
-            for message in _guess.after_default_trial(
-                study, plan, result, self.memory_budget / 2**20, self.settings.guess_range
-            ):
-                session.view.note(message)
-        self._walk(session, ran)
-        if answer.repeat_of is not None and in_a_row >= STEER_AFTER:
-            self._steer(session, answer.repeat_of)
-
-    def _steer(self, session: _Session, favourite: FrozenTrial) -> None:
-        """Queue the unanswered setting nearest the one the sampler keeps proposing
-        (``plan._enumerate.nearest_unanswered``): its repeats were answered, and taught it
-        nothing new, so the trial goes where it looks rather than where it has looked."""
-        study = session.study
-        if self.settings.custom_search_space or _optuna_private.is_exhaustive(study.sampler):
-            return
-        setting = _enumerate.nearest_unanswered(study, session.plan, favourite.params)
-        if setting is None:
-            return
-        session.view.note(
-            f"the sampler asked for trial {favourite.number}'s setting again: measuring the "
-            "nearest setting not yet measured instead"
-        )
-        study.enqueue_trial(setting, user_attrs={TrialAttr.STEERED_FROM: favourite.number})
-
-    def _walk(self, session: _Session, ran: int) -> None:
-        """Queue the next setting of a finite space that has no more unanswered settings
-        than trials left (``plan._enumerate``): measured in order of promise, not sampled."""
-        study, plan, budget = session.study, session.plan, session.budget
-        if self.settings.custom_search_space or _optuna_private.is_exhaustive(study.sampler):
-            return
-        left = budget.runs - ran if budget.runs is not None else None
-        if budget.total is not None:
-            total_left = budget.total - _storage.tally(study)[0]
-            left = total_left if left is None else min(left, total_left)
-        guess = _guess.study_guess(study)
-        center = guess.workers if guess is not None else plan.default_workers
-        setting = _enumerate.next_setting(study, plan, left, center)
-        if setting is None:
-            return
-        if not session.walking:
-            session.walking = True
-            session.view.note(
-                "the space left holds no more settings than the trials left: measuring each "
-                "once, nearest the guess first, instead of sampling"
-            )
-        study.enqueue_trial(setting, user_attrs={TrialAttr.WALKED: True})
 
     def _finish(self, session: _Session, status: str) -> None:
         """Write the results and end the parent run, whatever stopped the sweep."""

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 # What every trial imports on its way to the first timed step, heaviest first.
 _TRIAL_PATH = (
     "torch.optim",
-    "torch._dynamo",  # an optimizer's first use imports it (torch._compile._disable_dynamo)
     "torch.utils.data",
     "numpy",
     "PIL.Image",
@@ -71,7 +70,12 @@ def warm_parent(config: RunConfig) -> float:
     Called before each trial is forked; a module already imported costs nothing, so only
     the first call (and a later trial naming another module) pays.
     """
+    from loadertune import _torch_private
+
     start = time.perf_counter()
+    if not _warmed:  # an optimizer's first use imports it: 2.3 s of every trial here
+        with contextlib.suppress(Exception):
+            _torch_private.import_dynamo()
     for name in (*_TRIAL_PATH, *_modules_of(config)):
         if name in _warmed:
             continue

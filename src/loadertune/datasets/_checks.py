@@ -62,13 +62,7 @@ def _webdataset(ds: WebDatasetConfig) -> None:
     _at_least("dataset.shards", ds.shards, 1, "8")
     _at_least("dataset.image_size", ds.image_size, 8, "64")
     _at_least("dataset.num_classes", ds.num_classes, 1, "10")
-    if ds.shards > ds.count:
-        raise ConfigError(
-            "dataset.shards",
-            ds.shards,
-            f"is more shards than dataset.count={ds.count} samples (some would be empty)",
-            f"use dataset.shards<={ds.count}",
-        )
+    _shards_within("dataset.shards", ds.shards, ds.count, "samples (some would be empty)")
     if not 1 <= ds.quality <= 95:
         raise ConfigError("dataset.quality", ds.quality, "must be in 1..95", "e.g. 90")
 
@@ -88,13 +82,7 @@ def _hf_iterable(ds: HFIterableConfig) -> None:
             )
         return
     _at_least("dataset.count", ds.count, 1, "8192")
-    if ds.num_shards > ds.count:
-        raise ConfigError(
-            "dataset.num_shards",
-            ds.num_shards,
-            f"is more shards than dataset.count={ds.count} rows",
-            f"use dataset.num_shards<={ds.count}",
-        )
+    _shards_within("dataset.num_shards", ds.num_shards, ds.count, "rows")
     if not 2 <= ds.vocab_size <= 2**31:
         raise ConfigError("dataset.vocab_size", ds.vocab_size, "must be in 2..2**31", "e.g. 50257")
 
@@ -181,3 +169,11 @@ def _tokens(ds: TokensConfig) -> None:
 def _at_least(key: str, value: int, low: int, example: str) -> None:
     if value < low:
         raise ConfigError(key, value, f"must be >= {low}", f"e.g. {key}={example}")
+
+
+def _shards_within(key: str, shards: int, count: int, of: str) -> None:
+    """A generated dataset cannot have more shards than items: ``key`` names the count."""
+    if shards > count:
+        raise ConfigError(
+            key, shards, f"is more shards than dataset.count={count} {of}", f"use {key}<={count}"
+        )

@@ -87,12 +87,7 @@ def nearest_unanswered(
     """The unanswered setting of a finite space nearest ``favourite`` (a trial's params):
     the fewest steps along each dimension's values, the number of workers counted first;
     None when the space is not finite, fully answered, or a trial waits in the queue."""
-    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        return None
-    every = plan.settings()
-    if every is None:
-        return None
-    left = unanswered(study, plan, every)
+    left = _left_to_queue(study, plan)
     if not left:
         return None
     wkey = plan.workers_key()
@@ -109,6 +104,15 @@ def nearest_unanswered(
         return (workers + sum(steps(s, k) for k in plan.space if k != wkey), workers)
 
     return min(left, key=rank)
+
+
+def _left_to_queue(study: optuna.Study, plan: SweepPlan) -> list[Setting]:
+    """The unanswered settings of a finite space, when one may be queued: none while a trial
+    waits in the queue (a baseline, the guess, an earlier pick) or the space is not finite."""
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        return []
+    every = plan.settings()
+    return [] if every is None else unanswered(study, plan, every)
 
 
 def _points(dist: BaseDistribution) -> list[Any]:
@@ -133,12 +137,7 @@ def next_setting(
     """The setting to measure next when the space is walked rather than sampled: None while
     another trial waits in the queue (a baseline, the guess), when the space is not finite,
     every setting has an answer, or more settings are left than ``budget_left`` trials."""
-    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        return None
-    every = plan.settings()
-    if every is None:
-        return None
-    left = unanswered(study, plan, every)
+    left = _left_to_queue(study, plan)
     if not left or (budget_left is not None and len(left) > budget_left):
         return None
     return in_order_of_promise(left, plan, center)[0]

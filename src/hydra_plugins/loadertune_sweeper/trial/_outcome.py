@@ -106,8 +106,7 @@ def answer_trial(
     lines = overrides(values, plan.fixed, plan.accelerator, plan.default_workers)
     trial.set_user_attr(TrialAttr.OVERRIDES, lines)
     job_cfg = compose(lines, job_num=trial.number)
-    resolved = OmegaConf.to_yaml({k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True)
-    answer = Answer(trial, TrialState.PRUNED, yaml=resolved)
+    answer = Answer(trial, TrialState.PRUNED, yaml=_resolved(job_cfg))
     try:
         answer.config = to_run_config(job_cfg)
         validate(answer.config)
@@ -122,9 +121,7 @@ def answer_trial(
     if window:  # onto the composed job: a second composition costs a third of a second
         with open_dict(job_cfg):
             job_cfg.merge_with(OmegaConf.from_dotlist(list(window)))
-        answer.yaml = OmegaConf.to_yaml(
-            {k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True
-        )
+        answer.yaml = _resolved(job_cfg)
         answer.config = to_run_config(job_cfg)
     outcome = measure(trial, job_cfg, answer.config)
     answer.outcome = outcome
@@ -136,6 +133,11 @@ def answer_trial(
     else:
         answer.state = TrialState.FAIL
     return answer
+
+
+def _resolved(job_cfg: DictConfig) -> str:
+    """The job's config as it runs (Hydra's own node left out), for the child run's record."""
+    return OmegaConf.to_yaml({k: v for k, v in job_cfg.items() if k != "hydra"}, resolve=True)
 
 
 # The trials whose answer stands for every later trial of the same settings: a measurement,

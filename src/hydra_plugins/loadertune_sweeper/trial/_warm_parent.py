@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -64,15 +63,14 @@ _MODEL_MODULES = {"transformer": "loadertune.models._transformer"}
 _warmed: set[str] = set()
 
 
-def warm_parent(config: RunConfig) -> float:
-    """Import, here and once, what a trial of ``config`` imports; the seconds it took.
+def warm_parent(config: RunConfig) -> None:
+    """Import, here and once, what a trial of ``config`` imports.
 
     Called before each trial is forked; a module already imported costs nothing, so only
     the first call (and a later trial naming another module) pays.
     """
     from loadertune import _torch_private
 
-    start = time.perf_counter()
     if not _warmed:  # an optimizer's first use imports it: 2.3 s of every trial here
         with contextlib.suppress(Exception):
             _torch_private.import_dynamo()
@@ -83,7 +81,6 @@ def warm_parent(config: RunConfig) -> float:
         # A module that cannot be imported here is the trial's to report, with its traceback.
         with contextlib.suppress(Exception):
             importlib.import_module(name)
-    return time.perf_counter() - start
 
 
 def _modules_of(config: RunConfig) -> Iterable[str]:

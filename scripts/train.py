@@ -54,7 +54,7 @@ def train(cfg: DictConfig) -> float:
     from loadertune.loader import to_device
     from loadertune.models import build_train_step, split_batch
     from loadertune.storage import open_storage
-    from loadertune.tracking import flatten, use_experiment
+    from loadertune.tracking import flatten, param_text, use_experiment
     from loadertune.validation import validate
     from loadertune.workload import resolve_device
 
@@ -91,8 +91,9 @@ def train(cfg: DictConfig) -> float:
             step = distribute(step, device, lambda: None)
         loader = build_dataloader(dataset, cfg.loader, device)  # with what it was tuned for
         if tracked:
-            mlflow.log_params({f"loader.{k}": v for k, v in flatten(dict(cfg.loader)).items()})
-            mlflow.log_params({f"built.{k}": getattr(loader, k) for k in BUILT})
+            settings = flatten(dict(cfg.loader))
+            mlflow.log_params({f"loader.{k}": param_text(v) for k, v in settings.items()})
+            mlflow.log_params({f"built.{k}": param_text(getattr(loader, k)) for k in BUILT})
         burst = max(1, config.loader.num_workers)  # batches of worker start-up per epoch
         samples = total = 0
         seconds = total_s = 0.0

@@ -28,8 +28,8 @@ def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def _shown(value: Any) -> str:
-    """A setting as MLflow holds a param."""
-    return "None" if value is None else str(value)
+    """A setting as MLflow holds a param (``None`` as YAML writes it)."""
+    return "null" if value is None else str(value)
 
 
 def _runs(root: Path, experiment: str) -> list[Any]:

@@ -102,6 +102,12 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def param_text(value: Any) -> str:
+    """A value as an MLflow param: ``None`` shows as ``null``, as YAML and Hydra write it, so a
+    param reads the same in a trial, an AutoLoader run and a tracked training run."""
+    return "null" if value is None else str(value)
+
+
 def trial_params(config: RunConfig) -> dict[str, str]:
     """The flattened config as MLflow params (``loader.num_workers`` ...)."""
     from dataclasses import asdict
@@ -109,7 +115,7 @@ def trial_params(config: RunConfig) -> dict[str, str]:
     sections = {
         k: asdict(getattr(config, k)) for k in ("dataset", "storage", "model", "loader", "trial")
     }
-    return {k: "null" if v is None else str(v) for k, v in flatten(sections).items()}
+    return {k: param_text(v) for k, v in flatten(sections).items()}
 
 
 def trial_tags(result: TrialResult) -> dict[str, str]:

@@ -31,6 +31,7 @@ from loadertune.result_stores import (
     check_writable,
     write_text_atomically,
 )
+from loadertune.tracking import param_text
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner
@@ -165,7 +166,7 @@ def record(
     run = client.create_run(experiment_id, tags=tags)
     run_id: str = run.info.run_id
     now = int(time.time() * 1000)
-    params = [Param(f"loader.{k}", "null" if v is None else str(v)) for k, v in settings.items()]
+    params = [Param(f"loader.{k}", param_text(v)) for k, v in settings.items()]
     params += [Param("autotune.candidates", ",".join(str(r["setting"]) for r in probe_rows(tuner)))]
     if ranks > 1:
         params.append(Param("autotune.world_size", str(ranks)))

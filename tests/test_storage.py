@@ -10,7 +10,7 @@ import itertools
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -355,3 +355,28 @@ def test_every_storage_under_a_sweep(tmp_path: Path) -> None:
 def _devices() -> list[Path]:
     """Throttled devices' state files under /dev/shm, whoever made them."""
     return list(Path("/dev/shm").glob(f"{PREFIX}*-*/device"))
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux-only")
+def test_the_cached_fraction_is_read_from_an_even_sample_of_a_bounded_listing(
+    tmp_path: Path,
+) -> None:
+    if _fs_type(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip("a RAM file system has no page cache to drop")
+    files = []
+    for i in range(20):
+        path = tmp_path / f"{i:02d}.bin"
+        path.write_bytes(os.urandom(64 << 10))
+        path.read_bytes()
+        files.append(path)
+    evict(files[10:])  # the second half leaves the cache: a prefix alone would say 100%
+    assert resident_fraction(files, sample=10) == pytest.approx(0.5, abs=0.1)
+    listed = []
+
+    def names() -> Iterator[Path]:
+        for path in files:
+            listed.append(path)
+            yield path
+
+    assert resident_fraction(names(), scan=10, sample=5) > 0.9  # only the cached first half
+    assert len(listed) == 10

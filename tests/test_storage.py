@@ -359,7 +359,7 @@ def _devices() -> list[Path]:
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise is Linux-only")
 def test_the_cached_fraction_is_read_from_an_even_sample_of_a_bounded_listing(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if _fs_type(tmp_path) in ("tmpfs", "ramfs"):
         pytest.skip("a RAM file system has no page cache to drop")
@@ -380,3 +380,12 @@ def test_the_cached_fraction_is_read_from_an_even_sample_of_a_bounded_listing(
 
     assert resident_fraction(names(), scan=10, sample=5) > 0.9  # only the cached first half
     assert len(listed) == 10
+    from loadertune.storage import _page_cache
+
+    mapped: list[Path] = []
+    real = _page_cache._mincore
+    monkeypatch.setattr(
+        _page_cache, "_mincore", lambda libc, path: mapped.append(path) or real(libc, path)
+    )
+    resident_fraction(files, sample=6)  # 20 files: every 4th, never more than asked
+    assert mapped == files[::4]

@@ -69,7 +69,7 @@ def resident_fraction(files: Iterable[Path], scan: int = 4096, sample: int = 256
     if libc is None:
         return float("nan")
     listed = list(itertools.islice(files, scan))
-    stride = max(1, len(listed) // max(1, sample))
+    stride = max(1, -(-len(listed) // max(1, sample)))  # at most ``sample`` files mapped
     resident = total = 0
     for path in listed[::stride]:
         pages, in_core = _mincore(libc, path)

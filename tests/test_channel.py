@@ -9,9 +9,15 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+import psutil
 import pytest
 
-from hydra_plugins.loadertune_sweeper.trial._trial_process import Limits, TrialOutcome, _Follower
+from hydra_plugins.loadertune_sweeper.trial._trial_process import (
+    Limits,
+    TrialOutcome,
+    _clean_up,
+    _Follower,
+)
 from loadertune.channel import MessageKind, TrialChannel, TrialStatus
 from loadertune.timing import StepRecord
 
@@ -89,3 +95,35 @@ def test_a_pruned_trial_is_killed_with_its_group() -> None:
     assert follower.outcome.status == "pruned"
     assert follower.outcome.reason == "pruned"
     assert asked == [3]
+
+
+def _leader_with_an_exited_child(conn: Connection) -> None:
+    os.setpgrp()
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    conn.send(child)  # never reaped here: a zombie in the group, as a killed worker is
+    time.sleep(60)
+
+
+def test_the_clean_up_kills_what_lives_and_counts_an_exited_worker_as_gone() -> None:
+    ready, child_end = mp.Pipe()
+    leader = mp.get_context("fork").Process(target=_leader_with_an_exited_child, args=(child_end,))
+    leader.start()
+    assert ready.poll(60)
+    exited = ready.recv()
+    deadline = time.monotonic() + 30
+    while psutil.Process(exited).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    outcome = TrialOutcome()
+    try:
+        _clean_up(int(leader.pid or 0), set(), outcome)
+    finally:
+        leader.kill()
+        leader.join()
+    # The live leader was left over and killed; the exited child, waiting for its parent to
+    # reap it, is neither counted nor waited for, yet known as the trial's (its /dev/shm files).
+    assert outcome.leaked_processes == 1
+    assert {int(leader.pid or 0), exited} <= outcome.pids
+    assert not psutil.pid_exists(int(leader.pid or 0))

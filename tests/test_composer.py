@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import Composer
 
@@ -17,7 +18,8 @@ class _Loader:
 
     def load_sweep_config(self, master: DictConfig, overrides: list[str]) -> DictConfig:
         self.composed.append(list(overrides))
-        cfg = OmegaConf.create({"loader": {"num_workers": len(overrides)}, "hydra": {"job": {}}})
+        hydra = {"job": {}, "sweep": {"subdir": "0"}, "overrides": {"hydra": []}}
+        cfg = OmegaConf.create({"loader": {"num_workers": len(overrides)}, "hydra": hydra})
         OmegaConf.set_struct(cfg, True)
         return cfg
 
@@ -51,3 +53,33 @@ def test_the_composer_keeps_only_the_newest_overrides() -> None:
     assert len(loader.composed) == Composer.KEPT + 1
     compose(lines[0], job_num=100)  # the oldest went first: composed again
     assert len(loader.composed) == Composer.KEPT + 2
+
+
+def test_a_verdict_round_s_own_folder_gives_what_hydra_composes(tmp_path: Path) -> None:
+    """Each verdict round names its folder; the round's config is Hydra's own composition."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import HydraContext, RunMode
+
+    from tests.conftest import CONF
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration(
+            "config", [f"paths.output_root={tmp_path}"], RunMode.MULTIRUN
+        )
+        compose = Composer(HydraContext(config_loader=loader, callbacks=None), master)
+        spy = _Loader()
+        lines = ["loader.num_workers=2", "trial.precision=null"]
+        rounds = [compose([*lines, f"hydra.sweep.subdir=verdict/{r}-3"], job_num=3) for r in (0, 1)]
+        for r, cfg in enumerate(rounds):
+            hydra = loader.load_sweep_config(master, [*lines, f"hydra.sweep.subdir=verdict/{r}-3"])
+            with open_dict(hydra):
+                hydra.hydra.job.id, hydra.hydra.job.num = "3", 3
+            assert OmegaConf.to_container(cfg) == OmegaConf.to_container(hydra)
+            assert cfg.hydra.sweep.subdir == f"verdict/{r}-3"
+        context: Any = type("Context", (), {"config_loader": spy})()
+        counted = Composer(context, master)
+        for r in range(3):
+            counted([*lines, f"hydra.sweep.subdir=verdict/{r}-3"], job_num=3)
+        assert len(spy.composed) == 1  # every round of a setting: one composition

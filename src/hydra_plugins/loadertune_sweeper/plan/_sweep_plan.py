@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,6 +111,10 @@ class SweepPlan:
         return next((k for k in self.space if plain_key(k) == "loader.num_workers"), None)
 
 
+# A value Hydra's override grammar reads as the same plain string (no quotes, no escapes).
+_PLAIN = re.compile(r"[\w./-]+")
+
+
 class Composer:
     """Composes a trial's job config from overrides, as Hydra's own sweep would.
 
@@ -117,9 +122,12 @@ class Composer:
     settings, answered without a trial process, would otherwise pay a whole composition
     (about 0.2 s here, re-reading and merging every config file) to find its key; a copy of
     the kept job config costs about 10 ms. The config files do not change during a sweep.
+    A job's own folder (``hydra.sweep.subdir``, each verdict round's) is set on the copy as
+    Hydra sets it, so every round of a setting shares one composition.
     """
 
     KEPT = 64
+    SUBDIR = "hydra.sweep.subdir="
 
     def __init__(self, hydra_context: HydraContext, config: DictConfig) -> None:
         self.hydra_context = hydra_context
@@ -127,6 +135,12 @@ class Composer:
         self._kept: dict[tuple[str, ...], DictConfig] = {}
 
     def __call__(self, overrides: list[str], job_num: int) -> DictConfig:
+        subdir = [o for o in overrides if o.startswith(self.SUBDIR)]
+        if len(subdir) == 1 and _PLAIN.fullmatch(subdir[0][len(self.SUBDIR) :]):
+            cfg = self([o for o in overrides if not o.startswith(self.SUBDIR)], job_num=job_num)
+            cfg.hydra.sweep.subdir = subdir[0][len(self.SUBDIR) :]
+            cfg.hydra.overrides.hydra.append(subdir[0])
+            return cfg
         key = tuple(overrides)
         composed = self._kept.pop(key, None)
         if composed is None:

@@ -100,6 +100,9 @@ def test_child_runs_span_their_trials(swept: ReviewedSweep, runs: Any) -> None:
         assert trial.datetime_start is not None and trial.datetime_complete is not None
         assert run.info.start_time == int(trial.datetime_start.timestamp() * 1000)
         assert run.info.end_time == int(trial.datetime_complete.timestamp() * 1000)
+        # Optuna's values, filterable in the UI, spelled as an override would spell them.
+        searched = {k: v for k, v in run.data.tags.items() if k.startswith("optuna.param.")}
+        assert searched == {f"optuna.param.{k}": param_text(v) for k, v in trial.params.items()}
 
 
 def test_a_repeat_is_counted_not_a_row(swept: ReviewedSweep, runs: Any) -> None:

@@ -128,6 +128,9 @@ class SweepRecorder:
                 Tag.STUDY_NAME: self.study_name,
                 Tag.TRIAL_NUMBER: str(frozen.number),
                 Tag.TRIAL_STATE: frozen.state.name,
+                **{
+                    f"optuna.param.{k.lstrip('+')}": param_text(v) for k, v in frozen.params.items()
+                },
                 **tags,
             },
         )
@@ -138,8 +141,6 @@ class SweepRecorder:
             self._log_unmeasured(run_id, frozen, config, steps, resolved_yaml)
         if frozen.user_attrs.get(TrialAttr.ERROR):
             self.client.log_text(run_id, str(frozen.user_attrs[TrialAttr.ERROR]), "error.txt")
-        for key, value in frozen.params.items():
-            self.client.set_tag(run_id, f"optuna.param.{key.lstrip('+')}", param_text(value))
         end = _ms(frozen.datetime_complete)
         self.client.set_terminated(run_id, MLFLOW_STATUS.get(frozen.state, "FAILED"), end)
         self.runs[frozen.number] = run_id

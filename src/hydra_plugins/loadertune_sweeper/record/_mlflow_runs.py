@@ -118,6 +118,7 @@ class SweepRecorder:
             return None
         from loadertune.tracking import log_trial
 
+        params = frozen.params.items()
         run = self.client.create_run(
             self.experiment_id,
             start_time=_ms(frozen.datetime_start),
@@ -128,9 +129,7 @@ class SweepRecorder:
                 Tag.STUDY_NAME: self.study_name,
                 Tag.TRIAL_NUMBER: str(frozen.number),
                 Tag.TRIAL_STATE: frozen.state.name,
-                **{
-                    f"optuna.param.{k.lstrip('+')}": param_text(v) for k, v in frozen.params.items()
-                },
+                **{f"optuna.param.{k.lstrip('+')}": param_text(v) for k, v in params},
                 **tags,
             },
         )

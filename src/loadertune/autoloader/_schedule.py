@@ -17,7 +17,7 @@ from loadertune import decision
 from loadertune.decision import Bound, Guess
 from loadertune.torch_rules import in_flight
 
-GUESS_STEPS = 8  # steps that load in the training process to measure load and step time
+GUESS_STEPS = 4  # steps that load in the training process to measure load and step time
 ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs; settings
 # still in the race after them get more rounds while the budget lasts
 MIN_SEGMENT = 8  # fewest steps a probe segment is worth its worker start-up

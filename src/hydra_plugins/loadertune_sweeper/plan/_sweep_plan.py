@@ -135,24 +135,30 @@ class Composer:
         self._kept: dict[tuple[str, ...], DictConfig] = {}
 
     def __call__(self, overrides: list[str], job_num: int) -> DictConfig:
-        subdir = [o for o in overrides if o.startswith(self.SUBDIR)]
-        if len(subdir) == 1 and _PLAIN.fullmatch(subdir[0][len(self.SUBDIR) :]):
-            cfg = self([o for o in overrides if not o.startswith(self.SUBDIR)], job_num=job_num)
-            cfg.hydra.sweep.subdir = subdir[0][len(self.SUBDIR) :]
-            cfg.hydra.overrides.hydra.append(subdir[0])
-            return cfg
+        subdirs = [o for o in overrides if o.startswith(self.SUBDIR)]
+        own = subdirs[0] if len(subdirs) == 1 else None
+        if own is not None and not _PLAIN.fullmatch(own[len(self.SUBDIR) :]):
+            own = None  # Hydra's grammar would read it: composed with the rest
+        shared = [o for o in overrides if o != own]
+        cfg = copy.deepcopy(self._composed(shared))  # each job's own: its id and number differ
+        with open_dict(cfg):
+            cfg.hydra.job.id = str(job_num)
+            cfg.hydra.job.num = job_num
+        if own is not None:
+            cfg.hydra.sweep.subdir = own[len(self.SUBDIR) :]
+            cfg.hydra.overrides.hydra.append(own)
+        return cfg
+
+    def _composed(self, overrides: list[str]) -> DictConfig:
+        """Hydra's composition of ``overrides``, kept: the newest last, the oldest dropped."""
         key = tuple(overrides)
         composed = self._kept.pop(key, None)
         if composed is None:
             composed = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
-        self._kept[key] = composed  # the newest last: the oldest goes first
+        self._kept[key] = composed
         if len(self._kept) > self.KEPT:
             del self._kept[next(iter(self._kept))]
-        cfg = copy.deepcopy(composed)  # each trial's own: the job's id and number differ
-        with open_dict(cfg):
-            cfg.hydra.job.id = str(job_num)
-            cfg.hydra.job.num = job_num
-        return cfg
+        return composed
 
     def run_config(self, overrides: list[str], job_num: int = 0) -> RunConfig:
         """The typed, validated config those overrides give."""

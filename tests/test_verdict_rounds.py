@@ -88,6 +88,26 @@ def test_a_close_call_gets_more_rounds_of_the_open_settings_only() -> None:
     assert 0 not in late and late  # the extra rounds are the open settings'
 
 
+def test_rounds_that_scatter_beyond_the_low_line_ask_for_a_quieter_machine() -> None:
+    cands = [_cand(0), _cand(2), _cand(8)]
+    log: list[tuple[int, int]] = []
+    notes: list[str] = []
+    # 2 and 8 workers too close to call, on a machine whose rounds scatter: their round-by-
+    # round ratios range over 20% (past the low line), and a range only widens with more
+    # rounds. They still get their extra rounds (the pick may change), but the advice is
+    # a quieter machine, not more repeats. 0 workers is far slower in every round.
+    times = {0: [3.0] * 6, 2: [1.0] * 6, 8: [0.90, 1.10, 0.98, 0.92, 1.08, 0.99]}
+    truth: Truth = lambda w, r: times[w][r]  # noqa: E731
+    rounds = run_rounds(cands, 3, _measurer(truth, log), notes.append, cpus=2)
+    assert rounds == 6 and {w for r, w in log if r >= 3} == {2, 8}
+    assert notes[-1] == "verdict: as many rounds as allowed, after 6 rounds"
+    rec = _candidates.recommend(cands)
+    assurance = assess(rec, cands, 2, 3)
+    assert assurance.scattered and assurance.level == Confidence.LOW and assurance.unsettled
+    assert "quieter machine" in assurance.settle and "trial.steps" in assurance.settle
+    assert "verdict_repeats" not in assurance.settle
+
+
 def test_a_stop_mid_verdict_ends_the_rounds() -> None:
     cands = [_cand(0), _cand(2)]
     assert run_rounds(cands, 3, lambda r, which: r < 1, lambda _: None, cpus=2) is None

@@ -58,6 +58,7 @@ class Assurance(Generic[T]):
     unsettled: list[T] = field(default_factory=list)  # may be faster than the pick
     settle: str = ""  # what would tell them apart ("" when nothing is open)
     busy: bool = False  # other work on the machine is among the reasons
+    scattered: bool = False  # the rounds' own scatter holds it at low (Findings.scattered)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,13 @@ class Findings(Generic[K]):
     pairing: float  # widest relative range of round-by-round ratios to the pick
     drift: float  # relative range of the pick's or the fastest's repeats, the larger
     unsettled: dict[K, float]  # may be faster than the pick by more than MARGIN: by how much
+
+    @property
+    def scattered(self) -> bool:
+        """The rounds' own scatter holds the label at ``low``: a range of round-by-round
+        ratios or of repeats beyond its low line. A range only widens as rounds are added, so
+        more rounds of the same settings on the same machine cannot lift the label."""
+        return self.pairing > RATIO_LOW or self.drift > SPREAD_LOW
 
 
 def findings(
@@ -108,6 +116,7 @@ def assurance(
     unsettled: Sequence[T] = (),
     settle: str = "",
     busy: bool = False,
+    scattered: bool = False,
 ) -> Assurance[T]:
     """``high`` (saying ``high``) when nothing falls short; else the lowest level a reason
     allows, and the reasons as one sentence."""
@@ -121,4 +130,5 @@ def assurance(
         list(unsettled),
         settle,
         busy,
+        scattered,
     )

@@ -112,8 +112,9 @@ def assess(
         reasons,
         _clear(rec, measured, f.pairing, busy),
         unsettled,
-        _settle(unsettled, busy, repeats),
+        _settle(unsettled, busy, repeats, f.scattered),
         busy >= BUSY_MEDIUM,
+        f.scattered,
     )
 
 
@@ -153,29 +154,39 @@ def _clear(rec: Recommendation, measured: list[Candidate], pairing: float, busy:
     )
 
 
-def _settle(unsettled: list[Candidate], busy: float, repeats: int) -> str:
+def _settle(unsettled: list[Candidate], busy: float, repeats: int, scattered: bool) -> str:
     """What would tell the open settings apart."""
     if busy >= BUSY_MEDIUM:
         return (
             "a quieter machine (run again when other work has stopped, or hydra.sweeper.busy=wait)"
+        )
+    if scattered:  # more rounds only widen a range; a longer window averages some of it
+        return (
+            "a quieter machine: its speed scattered between rounds by more than the label "
+            "allows, and more rounds only widen that range (a larger trial.steps averages "
+            "some of the scatter out of each round)"
         )
     if unsettled:
         return f"{repeats} more rounds: run again with hydra.sweeper.verdict_repeats={2 * repeats}"
     return "more repeats on a quieter machine"
 
 
-def still_open(cands: list[Candidate], repeats: int, cpus: int) -> list[Candidate]:
-    """The settings one more round could still tell apart, or [] when nothing is open.
+def still_open(cands: list[Candidate], repeats: int, cpus: int) -> tuple[list[Candidate], str]:
+    """The settings one more round could still tell apart, and when there are none, why.
 
     The fastest and the cheaper settings too close to call, and any setting that may beat
     the pick; not while other work is what blurs them: rounds on a busy machine buy nothing.
+    Rounds whose own scatter holds the label at ``low`` go on: the label cannot rise, but
+    the pick can still change, and more rounds make it right more often (docs/method.md).
     """
     close = unsure(cands)
     if not any(c.values for c in cands):
-        return close
+        return close, "nothing measured"
     rec = recommend(cands)
     assurance = assess(rec, cands, cpus, repeats)
-    if assurance.busy or not (close or assurance.unsettled):
-        return close if not assurance.busy else []
+    if assurance.busy:
+        return [], "other work on the machine blurs the rounds"
+    if not (close or assurance.unsettled):
+        return close, "settled"
     wanted = [*close, rec.chosen, rec.fastest, *assurance.unsettled]
-    return list({id(c): c for c in wanted}.values())
+    return list({id(c): c for c in wanted}.values()), ""

@@ -163,12 +163,12 @@ def run_rounds(
     the pick, and not a busy machine, where rounds buy nothing). Past ``repeats``, only the
     open settings get more rounds, up to twice the repeats.
     """
-    alive, rounds = list(cands), 0
+    alive, rounds, why = list(cands), 0, "settled"
     least = min(repeats, MIN_ROUNDS)
     while rounds < 2 * repeats:
         which = alive
         if rounds >= least:
-            open_ = still_open(alive, rounds, cpus)
+            open_, why = still_open(alive, rounds, cpus)
             if not open_:
                 break
             if rounds >= repeats:
@@ -185,7 +185,9 @@ def run_rounds(
                 f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: "
                 f"slower than the fastest beyond the noise in each of {rounds} rounds"
             )
-    note(f"verdict: settled after {rounds} round{'s' * (rounds != 1)}")
+    if rounds >= 2 * repeats:
+        why = "as many rounds as allowed"
+    note(f"verdict: {why}, after {rounds} round{'s' * (rounds != 1)}")
     return rounds
 
 

@@ -4,6 +4,7 @@ output root; child runs span their trials; repeats carry figures; series are nam
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pytest
@@ -46,7 +47,7 @@ def test_nothing_lands_in_the_working_directory(swept: ReviewedSweep, runs: Any)
 
 
 def test_the_recommendation_is_the_headline(swept: ReviewedSweep, runs: Any) -> None:
-    parent, children, _ = runs
+    parent, children, client = runs
     rec = swept.results["recommended"]
     assert rec["confidence"] in {"high", "medium", "low"}
     assert rec["repeats"] >= 1 and rec["time_per_sample_ms"] > 0
@@ -70,6 +71,12 @@ def test_the_recommendation_is_the_headline(swept: ReviewedSweep, runs: Any) -> 
         rec["time_per_sample_ms"]
     )
     assert chosen.data.metrics["verdict_rank"] >= 1
+    # Its repeats, one per round (the round as the step): the median is the verdict's figure.
+    history = client.get_metric_history(chosen.info.run_id, "verdict_round_time_per_sample_ms")
+    assert len(history) == rec["repeats"] and sorted(m.step for m in history) == list(
+        range(rec["repeats"])
+    )
+    assert statistics.median(m.value for m in history) == pytest.approx(rec["time_per_sample_ms"])
 
 
 def test_the_terminal_ends_with_the_recommendation(swept: ReviewedSweep, runs: Any) -> None:

@@ -123,5 +123,11 @@ def test_out_of_race_needs_two_shared_rounds_and_a_gap_beyond_the_noise() -> Non
 def test_the_verdict_says_how_many_rounds_it_needed() -> None:
     cands = [_cand(0), _cand(2)]
     cands[0].left_after = 2
+    cands[0].values, cands[0].rounds = [2.0, 2.1], [0, 1]
+    cands[1].values, cands[1].rounds = [1.0, 1.1, 1.2], [0, 1, 2]
     line = _text.rounds_line(3, 3, cands)
     assert "Rounds: 3" in line and "trial 0 after 2" in line
+    # The repeats behind the medians, round by round; the one that left is blank after.
+    table = line[line.index("| round |") :].strip().splitlines()
+    assert table[0] == "| round | trial 0 | trial 2 |"
+    assert table[2:] == ["| 0 | 2.0000 | 1.0000 |", "| 1 | 2.1000 | 1.1000 |", "| 2 | - | 1.2000 |"]

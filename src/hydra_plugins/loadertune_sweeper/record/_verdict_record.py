@@ -3,7 +3,8 @@
 The parent run names the recommendation (params ``recommended.loader.<key>``, metrics
 ``recommended_time_per_sample_ms``, ``recommended_samples_per_s``, ``recommended_trial_number``);
 each candidate's child run carries its verdict figures (``verdict_rank``,
-``verdict_time_per_sample_ms`` ...), and the recommended one is tagged ``recommended=true``.
+``verdict_time_per_sample_ms`` ..., and ``verdict_round_time_per_sample_ms``, one value per
+round with the round as its step), and the recommended one is tagged ``recommended=true``.
 """
 
 from __future__ import annotations
@@ -139,9 +140,11 @@ def _mark_children(
                 RunTag(Tag.RECOMMENDED, "true"),
                 RunTag("recommended.by", str(recorder.parent_id)),
             ]
-        recorder.client.log_batch(
-            run_id, metrics=[Metric(k, v, now, 0) for k, v in figures.items()], tags=tags
-        )
+        metrics = [Metric(k, v, now, 0) for k, v in figures.items()]
+        metrics += [  # the repeats themselves, a series over the rounds (step = round)
+            Metric("verdict_round_time_per_sample_ms", v, now, r) for r, v in c.by_round.items()
+        ]
+        recorder.client.log_batch(run_id, metrics=metrics, tags=tags)
 
 
 def _median(values: list[float]) -> float:

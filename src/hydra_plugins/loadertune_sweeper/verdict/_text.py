@@ -59,7 +59,27 @@ def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
     if left:
         named = ", ".join(f"trial {c.trial.number} after {c.left_after}" for c in left)
         line += f" Left the race, slower beyond the noise in every round: {named}."
-    return line + "\n"
+    return line + "\n" + by_round_table(cands)
+
+
+def by_round_table(cands: list[Candidate], unit: str = "ms") -> str:
+    """Each setting's time per sample in each round (the ratios compared are read across a
+    row), so a reader sees the scatter behind the medians; ``-``: not measured that round.
+    Rounds are numbered as their folders (``verdict/<round>-<trial>/``) and MLflow steps."""
+    measured = [c for c in cands if c.values]
+    rounds = sorted({r for c in measured for r in c.by_round})
+    if not rounds:
+        return ""
+    head = " | ".join(f"trial {c.trial.number}" for c in measured)
+    rows = [
+        f"\nTime per sample ({unit}) by round (folders verdict/<round>-<trial>/):\n",
+        f"| round | {head} |",
+        "|---" * (len(measured) + 1) + "|",
+    ]
+    for r in rounds:
+        cells = " | ".join(f"{c.by_round[r]:.4f}" if r in c.by_round else "-" for c in measured)
+        rows.append(f"| {r} | {cells} |")
+    return "\n".join(rows) + "\n"
 
 
 def headline(rec: Recommendation, unit: str = "ms") -> str:

@@ -261,3 +261,25 @@ def test_memory_reads_cost_every_setting_the_same_share_of_its_steps(workers: in
     assert visits_per_step <= 1.05 / READ_STEPS_PER_PROCESS
     if workers >= 2:  # the fewest processes read at the floor of every MEMORY_CHECK_EVERY steps
         assert visits_per_step >= 0.95 / READ_STEPS_PER_PROCESS
+
+
+def test_the_label_reads_the_steady_waits_not_the_switch_in() -> None:
+    from loadertune.autoloader._decision import _diagnose
+    from loadertune.diagnosis import COMPUTE_BOUND, IO_BOUND
+
+    w1 = Setting(1, 2, True)
+    # Three segments of a 25 ms step whose loading one worker hides: each segment's first
+    # batches waited 20 ms for the worker's first load (the switch), the steady ones 1 ms.
+    segs = []
+    for r in range(3):
+        m = Measure(w1, r, steps=15, counted=12, tree_cpu_s=0.05, peak_rss_mb=300.0)
+        m.step_s = 0.025 * 15
+        m.wait_s = 3 * 0.020 + 12 * 0.001
+        m.counted_wait_s, m.counted_s = 12 * 0.001, 12 * 0.026
+        segs.append(m)
+    label, _, evidence = _diagnose(segs, w1, cpus=2)
+    assert label == COMPUTE_BOUND and evidence["data_wait_fraction"] < 0.05
+    # Too short for a steady cycle: the whole segments count, waits and all.
+    for m in segs:
+        m.counted, m.counted_s, m.counted_wait_s = 0, 0.0, 0.0
+    assert _diagnose(segs, w1, cpus=2)[0] == IO_BOUND

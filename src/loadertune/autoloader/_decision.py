@@ -89,16 +89,27 @@ def _same(a: Setting, b: Setting) -> bool:
 
 
 def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str, str, dict]:  # type: ignore[type-arg]
-    """:func:`~loadertune.diagnosis.diagnose` on the chosen setting's segments."""
+    """:func:`~loadertune.diagnosis.diagnose` on the chosen setting's segments.
+
+    The wait share is that of their steady cycles (``Measure.counted``), as a sweep's is of
+    its timed window: a segment's first batches wait for its workers' first loads, which
+    is the probe's switching cost, not the setting's pace (on a 25 ms step with loading
+    hidden, those first batches alone lifted the share past ``WAIT_LOW``, and the label to
+    ``io-bound``). Segments too short for a steady cycle count whole.
+    """
     from loadertune.diagnosis import diagnose
 
     mine = [m for m in measures if _same(m.setting, chosen) and not m.failed and m.steps]
     if not mine:
         return "", "", {}
     wall = sum(m.wait_s + m.step_s for m in mine)
+    steady = sum(m.counted_s for m in mine)
+    waited = sum(m.counted_wait_s for m in mine) / steady if steady else None
+    if waited is None:
+        waited = sum(m.wait_s for m in mine) / wall if wall else 0.0
     d = diagnose(
         num_workers=chosen.num_workers,
-        data_wait_fraction=sum(m.wait_s for m in mine) / wall if wall else 0.0,
+        data_wait_fraction=waited,
         cpu_percent_mean=100.0 * sum(m.tree_cpu_s for m in mine) / wall if wall else 0.0,
         usable_cpus=cpus,
         copy_ms_mean=0.0,  # the copy is inside the training step, not seen apart

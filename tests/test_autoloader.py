@@ -240,3 +240,33 @@ def test_collate_fn_and_batch_sampler_pass_through() -> None:
         got = [b["x"].tolist() for b in auto]
         assert got == [b["x"].tolist() for b in plain]
     assert (auto.settings["batch_size"], auto.settings["drop_last"]) == (4, False)
+
+
+class Busy(Dataset[int]):
+    """Each sample costs 2 ms of CPU work in whichever process loads it."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> int:
+        end = time.process_time() + 0.002
+        while time.process_time() < end:
+            pass
+        return i
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="Linux run-queue figures")
+def test_workers_queued_for_a_cpu_are_counted() -> None:
+    """Two busy workers on one CPU queue for it: every compared segment of the 2-worker
+    probe says so (``queued_s``), and the label's evidence carries it as the sweep's does."""
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})  # the workers fork with it
+    try:
+        auto = AutoLoader(Busy(), batch_size=4, tune_steps=48, candidates=[W1, W2])
+        assert len(flat(epochs(auto, 3)[0])) == 64
+        auto.close()
+    finally:
+        os.sched_setaffinity(0, cpus)
+    two = [m for m in auto._tuner.measures if m.setting.num_workers == 2 and m.round >= 0]
+    assert two and all(m.queued_s is not None and m.queued_s > 0 for m in two)
+    assert auto.decision is not None and "cpu_wait_procs" in auto.decision.evidence

@@ -283,3 +283,18 @@ def test_the_label_reads_the_steady_waits_not_the_switch_in() -> None:
     for m in segs:
         m.counted, m.counted_s, m.counted_wait_s = 0, 0.0, 0.0
     assert _diagnose(segs, w1, cpus=2)[0] == IO_BOUND
+
+
+def test_workers_queued_for_a_cpu_make_the_label_cpu_contended() -> None:
+    from loadertune.autoloader._decision import _diagnose
+    from loadertune.diagnosis import CPU_CONTENDED, IO_BOUND
+
+    w8 = Setting(8, 2, True)
+    m = Measure(w8, 0, steps=40, counted=30, tree_cpu_s=0.5, peak_rss_mb=900.0)
+    m.wait_s, m.step_s = 40 * 0.010, 40 * 0.010  # waits half the time, CPUs not all busy
+    m.counted_wait_s, m.counted_s = 30 * 0.010, 30 * 0.020
+    assert _diagnose([m], w8, cpus=2)[0] == IO_BOUND  # no run-queue figures: waiting on reads
+    m.queued_s = 3.0 * (m.wait_s + m.step_s)  # three of its processes queued, on average
+    label, why, evidence = _diagnose([m], w8, cpus=2)
+    assert label == CPU_CONTENDED and evidence["cpu_wait_procs"] == pytest.approx(3.0)
+    assert "queued" in why or "CPU" in why

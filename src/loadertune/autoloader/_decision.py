@@ -115,8 +115,16 @@ def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str,
         copy_ms_mean=0.0,  # the copy is inside the training step, not seen apart
         step_time_ms_p50=statistics.median(m.per_batch_s for m in mine) * 1000,
         peak_memory_mb=max(m.peak_rss_mb for m in mine),
+        cpu_wait_procs=_queued_procs(mine, wall),
     )
     return d.label, d.sentence, d.evidence
+
+
+def _queued_procs(mine: list[Measure], wall: float) -> float | None:
+    """How many of the loader's processes were queued for a CPU, on average, over the
+    segments (the sweep's ``cpu_wait_procs``); None without run-queue figures."""
+    queued = [m.queued_s for m in mine if m.queued_s is not None]
+    return sum(queued) / wall if queued and wall else None
 
 
 def probe_rows(tuner: Tuner) -> list[dict[str, object]]:

@@ -19,8 +19,9 @@ rank knows it.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
+from loadertune.run_queue import Sched, run_waits
 from loadertune.torch_rules import in_flight
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ class Driver:
         self.decision: Decision | None = None
         self._since_start = 0  # batches since the live iterator started
         self._cpu0 = 0.0
+        self._sched0: dict[int, Sched] = {}  # run-queue figures at the segment's start
 
     def epoch(self, resume: bool) -> Generator[Any, None, None]:
         """One epoch's batches, each index exactly once, timing the loop as it runs."""
@@ -162,7 +165,9 @@ class Driver:
             return
         self.segment, self.measure = seg, Measure(seg.setting, seg.round)
         self.probe = self.pools.get(seg.setting)
-        self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
+        pids = self.probe.worker_pids() if self.probe else []
+        self._cpu0 = tree_usage(pids)[0]
+        self._sched0 = run_waits([os.getpid(), *pids])
 
     def _count(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
         """Book one cycle; drain the probe's look-ahead, then end the segment, at its steps."""
@@ -224,6 +229,7 @@ class Driver:
         m, seg = self.measure, self.segment
         assert m is not None and seg is not None
         self._read_usage(m)
+        m.queued_s = self._queued()
         self.tuner.done(seg, slowest(self.world.gather(m)))
         self.segment = self.measure = self.probe = None
         self.draining = False
@@ -233,6 +239,18 @@ class Driver:
         cpu, rss = tree_usage(self.probe.worker_pids() if self.probe else [])
         m.tree_cpu_s = cpu - self._cpu0
         m.peak_rss_mb = max(m.peak_rss_mb, rss)
+
+    def _queued(self) -> float | None:
+        """Seconds the probe's workers (without workers, this process) waited for a CPU
+        since the segment began; a pool started in the segment waited nothing before it.
+        Read at the segment's ends only, never inside its counted cycles."""
+        root = os.getpid()
+        workers = self.probe.worker_pids() if self.probe else []
+        end = run_waits([root, *workers])
+        pids = [p for p in end if p != root] or [p for p in end if p == root]
+        if not pids:
+            return None
+        return sum(max(end[p][1] - self._sched0.get(p, (0.0, 0.0))[1], 0.0) for p in pids)
 
     def _fault(self, why: str) -> None:
         """This rank's probe failed fetching a batch: close it now (its batches go back to the
@@ -321,4 +339,11 @@ def slowest(measures: list[Measure]) -> Measure:
         step_cpu_s=steps.step_cpu_s,
         tree_cpu_s=sum(m.tree_cpu_s for m in measures),
         peak_rss_mb=sum(m.peak_rss_mb for m in measures),
+        queued_s=_total(m.queued_s for m in measures),
     )
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum of the figures the ranks have; None when none has one."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

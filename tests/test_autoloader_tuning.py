@@ -294,7 +294,7 @@ def test_workers_queued_for_a_cpu_make_the_label_cpu_contended() -> None:
     m.wait_s, m.step_s = 40 * 0.010, 40 * 0.010  # waits half the time, CPUs not all busy
     m.counted_wait_s, m.counted_s = 30 * 0.010, 30 * 0.020
     assert _diagnose([m], w8, cpus=2)[0] == IO_BOUND  # no run-queue figures: waiting on reads
-    m.queued_s = 3.0 * (m.wait_s + m.step_s)  # three of its processes queued, on average
+    m.queued_s = 3.0 * m.counted_s  # three of its processes queued, on average
     label, why, evidence = _diagnose([m], w8, cpus=2)
     assert label == CPU_CONTENDED and evidence["cpu_wait_procs"] == pytest.approx(3.0)
     assert "queued" in why or "CPU" in why

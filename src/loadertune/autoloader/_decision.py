@@ -115,16 +115,17 @@ def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str,
         copy_ms_mean=0.0,  # the copy is inside the training step, not seen apart
         step_time_ms_p50=statistics.median(m.per_batch_s for m in mine) * 1000,
         peak_memory_mb=max(m.peak_rss_mb for m in mine),
-        cpu_wait_procs=_queued_procs(mine, wall),
+        cpu_wait_procs=_queued_procs(mine),
     )
     return d.label, d.sentence, d.evidence
 
 
-def _queued_procs(mine: list[Measure], wall: float) -> float | None:
+def _queued_procs(mine: list[Measure]) -> float | None:
     """How many of the loader's processes were queued for a CPU, on average, over the
-    segments (the sweep's ``cpu_wait_procs``); None without run-queue figures."""
-    queued = [m.queued_s for m in mine if m.queued_s is not None]
-    return sum(queued) / wall if queued and wall else None
+    segments' steady cycles (the sweep's ``cpu_wait_procs``); None without the figures."""
+    read = [m for m in mine if m.queued_s is not None and m.counted_s > 0]
+    steady = sum(m.counted_s for m in read)
+    return sum(m.queued_s or 0.0 for m in read) / steady if steady else None
 
 
 def probe_rows(tuner: Tuner) -> list[dict[str, object]]:

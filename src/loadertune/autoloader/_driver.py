@@ -165,9 +165,8 @@ class Driver:
             return
         self.segment, self.measure = seg, Measure(seg.setting, seg.round)
         self.probe = self.pools.get(seg.setting)
-        pids = self.probe.worker_pids() if self.probe else []
-        self._cpu0 = tree_usage(pids)[0]
-        self._sched0 = run_waits([os.getpid(), *pids])
+        self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
+        self._sched0 = {}
 
     def _count(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
         """Book one cycle; drain the probe's look-ahead, then end the segment, at its steps."""
@@ -186,6 +185,8 @@ class Driver:
         m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
         s = seg.setting
         if self._steady(s.num_workers):
+            if not m.counted:  # the run queue from here: the workers' start-up is the switch's
+                self._sched0 = run_waits([os.getpid(), *self._pids()])
             m.counted += 1
             m.counted_s += wait + step
             m.counted_wait_s += wait
@@ -240,17 +241,21 @@ class Driver:
         m.tree_cpu_s = cpu - self._cpu0
         m.peak_rss_mb = max(m.peak_rss_mb, rss)
 
+    def _pids(self) -> list[int]:
+        return self.probe.worker_pids() if self.probe else []
+
     def _queued(self) -> float | None:
-        """Seconds the probe's workers (without workers, this process) waited for a CPU
-        since the segment began; a pool started in the segment waited nothing before it.
-        Read at the segment's ends only, never inside its counted cycles."""
-        root = os.getpid()
-        workers = self.probe.worker_pids() if self.probe else []
-        end = run_waits([root, *workers])
-        pids = [p for p in end if p != root] or [p for p in end if p == root]
+        """Seconds the probe's workers (without workers, this process) waited for a CPU from
+        the segment's first steady cycle to its end: read there, between two cycles, never
+        inside one; the start-up before it, when new workers all want a CPU, is the switch's
+        cost. None before a steady cycle, or where the kernel does not say."""
+        root, start = os.getpid(), self._sched0
+        end = run_waits([root, *self._pids()])
+        both = [p for p in end if p in start]
+        pids = [p for p in both if p != root] or both
         if not pids:
             return None
-        return sum(max(end[p][1] - self._sched0.get(p, (0.0, 0.0))[1], 0.0) for p in pids)
+        return sum(max(end[p][1] - start[p][1], 0.0) for p in pids)
 
     def _fault(self, why: str) -> None:
         """This rank's probe failed fetching a batch: close it now (its batches go back to the

@@ -129,8 +129,8 @@ class Measure:
     startup_s: float = 0.0  # closing the previous loader and starting this one: the switch
     tree_cpu_s: float = 0.0  # CPU time of the process tree (workers included)
     peak_rss_mb: float = 0.0
-    # Time the workers (without workers, this process) spent queued for a CPU over the
-    # segment, summed (loadertune.run_queue); None where the kernel does not say.
+    # Time the workers (without workers, this process) spent queued for a CPU from the
+    # first steady cycle on, summed (loadertune.run_queue); None where not read.
     queued_s: float | None = None
     failed: str = ""  # why the probe was dropped
 

@@ -38,6 +38,7 @@ from ..plan._samplers import create_pruner, create_sampler
 from ..plan._sweep_plan import Composer, SweepPlan, make_plan
 from ..record import _console
 from ..record._mlflow_runs import SweepRecorder, results_yaml, write_results
+from ..record._store_ahead import make_store_ahead
 from ..study import _hosts, _storage
 from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
@@ -48,6 +49,8 @@ from ._next import NextTrial, search_window, unused_window_keys
 from ._repair import queue_baselines, resumed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hydra.types import HydraContext, TaskFunction
     from omegaconf import DictConfig
 
@@ -89,6 +92,7 @@ class SweepEngine:
         self.memory_budget = 0
         self.lock_mode = "wait"
         self.results: dict[str, Any] = {}  # optimization_results.yaml, once written
+        self.store_made: Callable[[], None] = lambda: None  # waits for make_store_ahead's
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         """Ctrl-C: finish the current trial's record, then stop (a second one stops now)."""
@@ -100,6 +104,7 @@ class SweepEngine:
         """Run the sweep here; how it ended is its exit status (:mod:`loadertune.exit_status`):
         bad input and unusable stores end it with one line before anything runs."""
         s = self.settings
+        self.store_made = make_store_ahead(self.compose.config)  # beside torch's import
         try:
             plan = make_plan(s, self.compose, arguments)
             sampler = create_sampler(s.sampler, plan.space)
@@ -165,6 +170,7 @@ class SweepEngine:
         OmegaConf.save(self.compose.config, plan.sweep_dir / "multirun.yaml")
         budget = _storage.Budget.of(s.n_trials, s.max_trials_total, s.count_trials, study)
         sampler_name = str(s.sampler.get("_target_", "")).rsplit(".", 1)[-1]
+        self.store_made()  # a fresh store's tables, made while the sweep started
         recorder = SweepRecorder(
             plan.base.tracking, plan.base.paths.output_root, study, plan.storage, sampler_name
         )

@@ -7,7 +7,7 @@ objective (time per sample in ms) for a sweeper.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -159,9 +159,10 @@ _GROUPS = {
 }
 
 
-def main() -> None:
+def main() -> NoReturn:
     """Console-script entry point: the output root checked first, since Hydra writes there
-    before anything else runs (a read-only or full disk: one line, exit status 5)."""
+    before anything else runs (a read-only or full disk: one line, exit status 5); the end
+    without Python's module teardown (:mod:`loadertune.process_end`)."""
     from loadertune.exit_status import ExitStatus
     from loadertune.result_stores import StoreUnavailable, check_writable
 
@@ -173,7 +174,13 @@ def main() -> None:
         except StoreUnavailable as exc:
             print(f"loadertune: error: {exc}", file=sys.stderr)
             sys.exit(ExitStatus.INFRASTRUCTURE)
-    _hydra_main()
+    from loadertune.process_end import end
+
+    try:
+        _hydra_main()
+    except SystemExit as done:  # Hydra's errors and the sweep's exit statuses
+        end(done.code)
+    end(0)  # every record is written: no module teardown (loadertune.process_end)
 
 
 def check_loader_option(argv: list[str]) -> None:

@@ -254,34 +254,45 @@ def test_settings_tuned_for_ranks_load_as_the_loader_group() -> None:
 
 def test_steps_are_paced_as_data_parallel_training_paces_them(tmp_path: Path) -> None:
     import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        _paced_steps()  # its DDP modules are freed on return, before the group is destroyed
+    finally:
+        dist.destroy_process_group()
+
+
+def _paced_steps() -> None:
+    """The checks of the test above, in a function of their own: PyTorch deadlocks when a
+    DDP reducer holding the last reference to a gloo process group is freed while gloo's
+    thread still runs a step's callback (it waits for the GIL the freeing thread holds), so
+    the reducers must go while the group lives, after a barrier has let that thread finish."""
+    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from loadertune.models._custom import ModuleStep
     from loadertune.models._steps import RealStep
     from loadertune.ranks.pacing import PacedStep, distribute
 
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
-    try:
-        cpu = torch.device("cpu")
-        net = torch.nn.Linear(3, 2)
-        real = RealStep(net, torch.optim.SGD(net.parameters(), lr=0.1), lambda n, x, y: n(x).sum())
-        waits: list[str] = []
-        paced_real = distribute(real, cpu, lambda: waits.append("wait"))
-        assert isinstance(paced_real.network, DistributedDataParallel)
-        module = ModuleStep("m", torch.nn.Linear(3, 2))
-        assert isinstance(distribute(module, cpu, lambda: None).module, DistributedDataParallel)
-        calls: list[str] = []
-        paced = distribute(lambda batch: calls.append("step"), cpu, lambda: calls.append("beat"))
-        assert isinstance(paced, PacedStep)
-        paced(torch.zeros(2, 3))
-        assert calls == ["step", "beat"]  # the rank's own work, then the all-reduce
-        assert waits == []
-        real((torch.ones(2, 3), torch.zeros(2)))  # a DDP step runs
-        assert waits == ["wait"]  # its gradients' all-reduce: the rank waits for the others
-    finally:
-        dist.destroy_process_group()
+    cpu = torch.device("cpu")
+    net = torch.nn.Linear(3, 2)
+    real = RealStep(net, torch.optim.SGD(net.parameters(), lr=0.1), lambda n, x, y: n(x).sum())
+    waits: list[str] = []
+    paced_real = distribute(real, cpu, lambda: waits.append("wait"))
+    assert isinstance(paced_real.network, DistributedDataParallel)
+    module = ModuleStep("m", torch.nn.Linear(3, 2))
+    assert isinstance(distribute(module, cpu, lambda: None).module, DistributedDataParallel)
+    calls: list[str] = []
+    paced = distribute(lambda batch: calls.append("step"), cpu, lambda: calls.append("beat"))
+    assert isinstance(paced, PacedStep)
+    paced(torch.zeros(2, 3))
+    assert calls == ["step", "beat"]  # the rank's own work, then the all-reduce
+    assert waits == []
+    real((torch.ones(2, 3), torch.zeros(2)))  # a DDP step runs
+    assert waits == ["wait"]  # its gradients' all-reduce: the rank waits for the others
+    dist.barrier()  # gloo's thread has finished the step's callbacks
 
 
 def test_two_ranks_stream_an_iterable_and_leave_each_passs_end_out_of_the_window(

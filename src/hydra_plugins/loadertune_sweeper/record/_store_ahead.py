@@ -65,6 +65,9 @@ def _make(uri: str) -> None:
     try:
         from mlflow.tracking import MlflowClient
 
+        from ._console import quiet_libraries
+
+        quiet_libraries()  # the console stays the sweep's: no migration lines from here
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # makes the tables
     except Exception:
         code = 1

@@ -47,6 +47,21 @@ def run_waits(pids: Iterable[int]) -> dict[int, Sched]:
     return found
 
 
+def queued_s(
+    start: Mapping[int, Sched], end: Mapping[int, Sched], root: int, exclude: Iterable[int] = ()
+) -> float | None:
+    """Seconds the processes alive at both ends (``root``'s workers, else ``root``; less
+    ``exclude``: a sampler of the trial's own) waited for a CPU between them, summed; None
+    without any."""
+    skip = set(exclude)
+    pids = [pid for pid in end if pid in start and pid not in skip]
+    workers = [pid for pid in pids if pid != root]
+    pids = workers or pids
+    if not pids:
+        return None
+    return sum(max(end[p][1] - start[p][1], 0.0) for p in pids)
+
+
 def cpu_wait_procs(
     start: Mapping[int, Sched],
     end: Mapping[int, Sched],
@@ -54,13 +69,9 @@ def cpu_wait_procs(
     root: int,
     exclude: Iterable[int] = (),
 ) -> float | None:
-    """How many of the processes alive at both ends (``root``'s workers, else ``root``; less
-    ``exclude``: a sampler of the trial's own) were queued for a CPU over the window, on
-    average; None without any."""
-    skip = set(exclude)
-    pids = [pid for pid in end if pid in start and pid not in skip]
-    workers = [pid for pid in pids if pid != root]
-    pids = workers or pids
-    if not pids or window_s <= 0:
+    """How many of the processes alive at both ends (:func:`queued_s`'s) were queued for a
+    CPU over the window, on average; None without any."""
+    queued = queued_s(start, end, root, exclude)
+    if queued is None or window_s <= 0:
         return None
-    return sum(max(end[p][1] - start[p][1], 0.0) for p in pids) / window_s
+    return queued / window_s

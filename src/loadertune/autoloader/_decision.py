@@ -104,8 +104,9 @@ def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str,
         return "", "", {}
     wall = sum(m.wait_s + m.step_s for m in mine)
     steady = sum(m.counted_s for m in mine)
-    waited = sum(m.counted_wait_s for m in mine) / steady if steady else None
-    if waited is None:
+    if steady:
+        waited = sum(m.counted_wait_s for m in mine) / steady
+    else:
         waited = sum(m.wait_s for m in mine) / wall if wall else 0.0
     d = diagnose(
         num_workers=chosen.num_workers,

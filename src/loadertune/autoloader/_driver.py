@@ -30,7 +30,7 @@ from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
-from loadertune.run_queue import Sched, run_waits
+from loadertune.run_queue import Sched, queued_s, run_waits
 from loadertune.torch_rules import in_flight
 
 if TYPE_CHECKING:
@@ -249,13 +249,8 @@ class Driver:
         the segment's first steady cycle to its end: read there, between two cycles, never
         inside one; the start-up before it, when new workers all want a CPU, is the switch's
         cost. None before a steady cycle, or where the kernel does not say."""
-        root, start = os.getpid(), self._sched0
-        end = run_waits([root, *self._pids()])
-        both = [p for p in end if p in start]
-        pids = [p for p in both if p != root] or both
-        if not pids:
-            return None
-        return sum(max(end[p][1] - start[p][1], 0.0) for p in pids)
+        root = os.getpid()
+        return queued_s(self._sched0, run_waits([root, *self._pids()]), root)
 
     def _fault(self, why: str) -> None:
         """This rank's probe failed fetching a batch: close it now (its batches go back to the

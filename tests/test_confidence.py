@@ -40,6 +40,22 @@ def test_a_clear_winner_on_a_quiet_machine_is_high() -> None:
     assert got.unsettled == [] and got.settle == ""
 
 
+def test_settings_that_left_the_race_are_named_as_such_not_as_an_interval() -> None:
+    best = _cand(0, [1.00, 1.01, 0.99])
+    left = [_cand(2, [1.40, 1.42]), _cand(4, [1.50, 1.52])]
+    for c in left:
+        c.left_after = 2
+    got = _assess([best, *left])
+    assert got.level == Confidence.HIGH
+    assert "2 settings left the race" in got.why
+    assert "still in the race" not in got.why and "agree within" not in got.why
+    one_left = _cand(4, [1.50, 1.52])
+    one_left.left_after = 2
+    got = _assess([best, _cand(2, [1.20, 1.21, 1.19]), one_left])
+    assert "the other setting still in the race cannot be more than" in got.why
+    assert "1 setting left the race, slower beyond the noise in every round it ran" in got.why
+
+
 def test_a_cheaper_pick_that_may_be_slower_is_not_high() -> None:
     # Within noise of the fastest by the verdict's rule, yet up to 8% slower in one round.
     fast = _cand(4, [1.00, 1.00, 1.00])

@@ -110,7 +110,7 @@ def assess(
         )
     return decision.assurance(
         reasons,
-        _clear(rec, measured, f.pairing, busy),
+        _clear(rec, cands, f.pairing, busy),
         unsettled,
         _settle(unsettled, busy, repeats, f.scattered),
         busy >= BUSY_MEDIUM,
@@ -139,19 +139,34 @@ def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
     return reasons
 
 
-def _clear(rec: Recommendation, measured: list[Candidate], pairing: float, busy: float) -> str:
-    """Why ``high``: the figures that cleared each risk."""
-    others = len(measured) - 1
+def _clear(rec: Recommendation, cands: list[Candidate], pairing: float, busy: float) -> str:
+    """Why ``high``: the figures that cleared each risk. Settings that left the race are
+    counted as such: they were ruled out round by round, not by the final interval."""
+    others = len(_candidates.in_race(cands)) - 1
+    left = sum(c.left_after is not None for c in cands)
     faster = (
         "It is the fastest setting measured"
         if rec.is_fastest
         else f"It is within {rec.noise:.1%} of the fastest"
     )
-    return (
-        f"{faster}; none of the {others} other settings measured again can be more than "
-        f"{MARGIN:.1%} faster (95% interval); round-by-round ratios agree within "
-        f"{pairing:.0%}; other processes took {busy:.0%} of the CPUs."
-    )
+    parts = [faster]
+    if others:
+        who = (
+            f"none of the {others} other settings still in the race can"
+            if others > 1
+            else "the other setting still in the race cannot"
+        )
+        parts.append(
+            f"{who} be more than {MARGIN:.1%} faster (95% interval); "
+            f"round-by-round ratios agree within {pairing:.0%}"
+        )
+    if left:
+        who = "they" if left != 1 else "it"
+        parts.append(
+            f"{left} setting{'s' * (left != 1)} left the race, slower beyond the noise in "
+            f"every round {who} ran"
+        )
+    return "; ".join([*parts, f"other processes took {busy:.0%} of the CPUs"]) + "."
 
 
 def _settle(unsettled: list[Candidate], busy: float, repeats: int, scattered: bool) -> str:

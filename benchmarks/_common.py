@@ -11,6 +11,34 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Workloads with different bottlenecks, as overrides of the default one.
+SCENARIOS: dict[str, list[str]] = {
+    # The default workload: the small CNN trains on the CPU and uses both cores; workers
+    # can only take CPU away from it.
+    "compute": [],
+    # Decoding large JPEGs keeps the CPUs busy while an accelerator-like step (a sleep: no
+    # CPU) waits: more workers than CPUs cannot help.
+    "cpu": [
+        "model=simulated",
+        "model.step_ms=5",
+        "dataset.image_size=256",
+        "dataset.crop_size=224",
+        "dataset.quality=95",
+        "dataset.count=2048",
+    ],
+    # Every read waits 6 ms on a device that serves 32 reads at once, under a 40 ms
+    # accelerator-like step: workers waiting on reads cost no CPU, so more workers than CPUs
+    # hide the waits.
+    "io": [
+        "model=simulated",
+        "model.step_ms=40",
+        "storage=throttled",
+        "storage.latency_ms=6",
+        "storage.queue_depth=32",
+        "storage.bandwidth_mb_s=2000",
+    ],
+}
+
 
 def compose_run_config(overrides: Sequence[str]) -> Any:
     """The RunConfig ``loadertune <overrides>`` would run, with tracking off."""

@@ -13,7 +13,13 @@
 3. The study's recommendation against the grid's best (the grid's medians, so both were
    measured side by side), and the pruned settings the grid puts within 5% of its best.
 
-    .venv/bin/python benchmarks/sweep_cost.py [--repeats 3] [--no-grid] [override ...]
+``--workloads compute,cpu,io`` does all of it for each workload of ``_common.SCENARIOS`` (a
+latency-bound read, CPU-bound decoding, the default compute-bound one) in one run, and ends
+with a table of the three. Where the study's guess widened ``num_workers`` past the written
+range, the grid covers the widened range too, so the study's pick is one of its points.
+
+    .venv/bin/python benchmarks/sweep_cost.py [--workloads compute,cpu,io] [--repeats 3]
+        [--no-grid] [override ...]
     .venv/bin/python benchmarks/sweep_cost.py --analyse OUTPUT_ROOT   # a finished sweep
 """
 
@@ -28,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import compose_run_config, multirun
+from _common import SCENARIOS, compose_run_config, multirun
 
 NEAR = 0.05  # a setting within this of the grid's best is "within noise" of it
 
@@ -41,6 +47,7 @@ def study_figures(out: Path) -> dict[str, Any]:
     storage = f"sqlite:///{out}/optuna.db"
     (name,) = optuna.get_all_study_names(storage)
     study = optuna.load_study(study_name=name, storage=storage)
+    ranged = study.user_attrs.get("workers_range") or {}
     trials = [t for t in study.trials if t.state.is_finished()]
     measured = [t for t in trials if "repeat_of" not in t.user_attrs and "wall_s" in t.user_attrs]
     client = MlflowClient(f"sqlite:///{out}/mlflow.db")
@@ -92,6 +99,7 @@ def study_figures(out: Path) -> dict[str, Any]:
         "outside": outside,
         "gaps": gaps,
         "recommended": rec,
+        "searched_high": int(ranged.get("searched", 0)),
     }
 
 
@@ -103,15 +111,18 @@ def _results(out: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def grid(overrides: list[str], out: Path, repeats: int) -> tuple[dict[str, float], float]:
-    """Every setting of the written space, ``repeats`` interleaved rounds: each setting's
-    median time per sample (ms), keyed like Optuna params, and the grid's wall time (s)."""
+def grid(
+    overrides: list[str], out: Path, repeats: int, high: int
+) -> tuple[dict[str, float], float]:
+    """Every setting of the written space, its ``num_workers`` up to ``high`` at least,
+    ``repeats`` interleaved rounds: each setting's median time per sample (ms), keyed like
+    Optuna params, and the grid's wall time (s)."""
     from loadertune import run_trial
     from loadertune.machine import cpus_per_rank
 
     settings = [{"loader.num_workers": 0}] + [
         {"loader.num_workers": w, "loader.prefetch_factor": p}
-        for w in range(1, 2 * cpus_per_rank(1) + 1)
+        for w in range(1, max(2 * cpus_per_rank(1), high) + 1)
         for p in (1, 2, 4, 8)
     ]
     times: dict[str, list[float]] = {}
@@ -133,15 +144,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-grid", action="store_true")
+    parser.add_argument("--workloads", default="compute", help="of " + ",".join(SCENARIOS))
     parser.add_argument("--analyse", type=Path, help="a finished sweep's output root instead")
     args, overrides = parser.parse_known_args()
     if args.analyse is not None:
-        out, wall, args.no_grid = args.analyse, float("nan"), True
-    else:
-        out = Path(tempfile.mkdtemp(prefix="loadertune-bench-"))
-        proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *overrides])
+        args.no_grid = True
+        one_workload(args.analyse, float("nan"), overrides, args)
+        return
+    rows = []
+    for name in args.workloads.split(","):
+        print(f"== workload {name} (load {_load()})", flush=True)
+        out = Path(tempfile.mkdtemp(prefix=f"loadertune-bench-{name}-"))
+        these = [*SCENARIOS[name], *overrides]
+        proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *these])
         if proc.returncode:
             raise SystemExit(proc.stderr[-4000:])
+        rows.append({"workload": name, **one_workload(out, wall, these, args)})
+        print(f"   (load {_load()})", flush=True)
+    if len(rows) > 1:
+        keys = list(rows[0])
+        print("| " + " | ".join(keys) + " |")
+        print("|" + "---|" * len(keys))
+        for row in rows:
+            print("| " + " | ".join(str(row.get(k, "")) for k in keys) + " |")
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def one_workload(
+    out: Path, wall: float, overrides: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Print one study's figures and, unless ``--no-grid``, its grid's; the table's row."""
     f = study_figures(out)
     print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}", flush=True)
     print(
@@ -170,22 +205,36 @@ def main() -> None:
         )
     rec = f["recommended"]
     print(f"recommended: {rec.get('params')} ({rec.get('confidence')})", flush=True)
+    row: dict[str, Any] = {
+        "study s": round(wall, 1),
+        "settings measured": f["distinct"],
+        "started twice": len(f["measured"]) - f["distinct"],
+        "child runs": f["children"],
+        "recommended": " ".join(
+            f"{k.split('.')[-1]}={v}" for k, v in (rec.get("params") or {}).items()
+        ),
+        "confidence": rec.get("confidence"),
+    }
     if args.no_grid:
-        return
-    medians, grid_wall = grid(overrides, out / "grid", args.repeats)
+        return row
+    medians, grid_wall = grid(overrides, out / "grid", args.repeats, f["searched_high"])
     best_key = min(medians, key=lambda k: medians[k])
     print(
         f"grid: {len(medians)} settings x {args.repeats} interleaved rounds = "
         f"{len(medians) * args.repeats} measurements, {grid_wall:.1f} s; best {best_key} at "
         f"{medians[best_key]:.4f} ms/sample; study/grid wall = {wall / grid_wall:.2f}"
     )
+    row |= {"grid settings": len(medians), "grid s": round(grid_wall, 1)}
+    row["study / grid wall"] = round(wall / grid_wall, 2)
+    row["grid best"] = " ".join(f"{k.split('.')[-1]}={v}" for k, v in json.loads(best_key).items())
     params = {k: v for k, v in (rec.get("params") or {}).items() if k.startswith("loader.")}
     if params.get("loader.num_workers") == 0:
         params = {"loader.num_workers": 0}
     key = json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
     if key in medians:
+        row["pick / grid best throughput"] = round(medians[best_key] / medians[key], 3)
         print(
-            f"recommendation's throughput / grid's best: {medians[best_key] / medians[key]:.3f}"
+            f"recommendation's throughput / grid's best: {row['pick / grid best throughput']}"
             f" (grid medians: {medians[key]:.4f} against {medians[best_key]:.4f} ms/sample)"
         )
     near = [
@@ -195,6 +244,8 @@ def main() -> None:
         <= (1 + NEAR) * medians[best_key]
     ]
     print(f"pruned settings within {NEAR:.0%} of the grid's best: {len(near)} {near}")
+    row["pruned within 5% of best"] = len(near)
+    return row
 
 
 if __name__ == "__main__":

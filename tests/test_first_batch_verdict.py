@@ -33,6 +33,16 @@ def test_the_verdict_says_the_time_to_first_batch_of_each_setting() -> None:
     assert "0 workers 0.05 s" in line
 
 
+def test_settings_with_the_same_worker_count_are_told_apart_by_their_settings() -> None:
+    chosen = _cand(0, [1.0, 1.0, 1.01], [0.05, 0.05, 0.05])
+    a = _cand(2, [2.0, 2.1, 2.0], [0.15, 0.15, 0.15])
+    b = _cand(2, [2.2, 2.3, 2.2], [0.18, 0.18, 0.18])
+    b.trial.params["loader.prefetch_factor"] = 4
+    rec = _candidates.recommend([chosen, a, b])
+    (line,) = [t for t in details(rec, [chosen, a, b]) if t.startswith("Time to first batch")]
+    assert "(workers=2 0.15 s, workers=2 prefetch=4 0.18 s)" in line
+
+
 def test_no_line_without_repeats_that_measured_it() -> None:
     a = _cand(0, [3.0, 3.1, 2.9], [])
     b = _cand(4, [1.0, 1.0, 1.01], [])

@@ -155,8 +155,11 @@ def first_batch_line(rec: Recommendation, cands: list[Candidate]) -> str:
     """Time to first batch (every worker starting and opening its shards), outside the time
     per sample, paid again each epoch unless ``persistent_workers``."""
     measured = [c for c in _ranked(cands) if c.first_batch_s]
+    counts = [c.workers for c in measured]
+    # Named by worker count, or by their settings where two share one.
     others = ", ".join(
-        f"{c.workers} workers {statistics.median(c.first_batch_s):.2f} s"
+        f"{_params(c, short=True) if counts.count(c.workers) > 1 else f'{c.workers} workers'} "
+        f"{statistics.median(c.first_batch_s):.2f} s"
         for c in measured
         if c is not rec.chosen
     )

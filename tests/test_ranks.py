@@ -76,6 +76,10 @@ def test_the_rank_not_waiting_in_a_collective_is_the_hung_one() -> None:
     assert board.waits() == [True, False]
     board.beat(0)  # back from the collective, on its own work again
     assert board.waits() == [False, False]
+    board.failed(1)
+    first = board.failed_at(1)
+    board.failed(1)  # the same error, passing an outer handler later
+    assert board.failed_at(1) == first > 0.0 and board.failed_at(0) == 0.0
 
 
 def test_rank_shares_are_disjoint_equal_and_cover_the_stream() -> None:

@@ -52,8 +52,10 @@ class Board:
         self.values[rank * _FIELDS + 3] = 1.0
 
     def failed(self, rank: int) -> None:
-        """The rank is raising now (the first to raise is the cause, the others follow it)."""
-        self.values[rank * _FIELDS + 2] = time.perf_counter()
+        """The rank is raising now (the first to raise is the cause, the others follow it);
+        the first stamp stays, as the error passes outward through more handlers."""
+        if not self.values[rank * _FIELDS + 2]:
+            self.values[rank * _FIELDS + 2] = time.perf_counter()
 
     def beats(self) -> list[float]:
         """Each rank's latest beat (0.0: not started)."""

@@ -42,6 +42,7 @@ PORT_TRIES = 5
 HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
 SHUTDOWN_S = 5  # the launcher's grace between SIGTERM and SIGKILL when it stops the ranks
 RDZV_TIMEOUT_S = 120
+ERROR_FILE_WAIT_S = 2.0  # how long the first rank to raise may take to write its error file
 SHM = Path("/dev/shm")
 _LAUNCHER_LOGGERS = (
     "torch.distributed.elastic",
@@ -165,6 +166,7 @@ def rank_failure(
             f"rank {rank} of {world} made no progress for {silent:.0f} s while the others "
             f"waited for it (trial.time_limit_s + {HANG_MARGIN_S:.0f} s); every rank was stopped",
         )
+    failures = _with_first_to_raise(failures, board, world)
     rank = min(failures, key=lambda r: (_raised(failures[r]), board.failed_at(r) or 1e18))
     failure = failures[rank]
     if _raised(failure):
@@ -184,6 +186,33 @@ def rank_failure(
         Reason.RANK_FAILED,
         f"rank {rank} of {world} {how} without a Python error; every rank was stopped",
     )
+
+
+def _with_first_to_raise(
+    failures: Mapping[int, Any], board: Board, world: int
+) -> Mapping[int, Any]:
+    """``failures`` with the rank that raised first, should the launcher have seen the
+    others end before it (they fail on the group it left): its error file, beside theirs."""
+    stamped = [r for r in range(world) if board.failed_at(r)]
+    if not stamped or not failures:
+        return failures
+    first = min(stamped, key=board.failed_at)
+    if first in failures:
+        return failures
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    seen = next(iter(failures.values()))
+    path = Path(seen.error_file).parent.parent / str(first) / Path(seen.error_file).name
+    deadline = time.monotonic() + ERROR_FILE_WAIT_S
+    while not path.is_file() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not path.is_file():
+        return failures
+    with contextlib.suppress(Exception):  # a file still being written: the others' stand
+        found = ProcessFailure(first, board.pid(first), 1, str(path))
+        if _raised(found):
+            return {**failures, first: found}
+    return failures
 
 
 def _raised(failure: Any) -> bool:

@@ -157,10 +157,15 @@ def _run_rank(
         seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
         report.warnings = sorted(seen)
         report.accelerator |= copy_figures(copies) if cuda else {}
-        return report
-    finally:
-        with contextlib.suppress(Exception):
-            dist.destroy_process_group()
+    except BaseException:
+        # The group is left to this process's exit: destroyed here, it would fail the other
+        # ranks' collectives before this rank's error is written, and the launcher would
+        # find them failed first and name one of them as the cause.
+        link.board.failed(link.rank)
+        raise
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+    return report
 
 
 def _paced(step: Any, device: Any, link: _Link) -> Any:

@@ -616,6 +616,13 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
         _wait_for(lambda: _measuring(watch, a.pid), timeout=90)
         a.send_signal(signal.SIGKILL)
         a.communicate(timeout=30)
+        # What a held when it died (it may have just finished a trial: under load the kill
+        # can land between two); only the other sweep can end these now.
+        held = {
+            t.number
+            for t in optuna.load_study(study_name="shared", storage=watch).trials
+            if t.state == TrialState.RUNNING and t.user_attrs.get(TrialAttr.OWNER_PID) == a.pid
+        }
         out, err = b.communicate(timeout=120)
     finally:
         for proc in (a, b):
@@ -629,10 +636,9 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     counted = [t for t in study.trials if _storage.counts(t)]
     assert len(counted) == total
     assert all(t.state != TrialState.RUNNING for t in study.trials)
-    (lost,) = [
-        t for t in study.trials if t.user_attrs.get(TrialAttr.REASON) == _storage.INTERRUPTED
-    ]
-    assert lost.user_attrs[TrialAttr.OWNER_PID] == a.pid
+    lost = [t for t in study.trials if t.user_attrs.get(TrialAttr.REASON) == _storage.INTERRUPTED]
+    assert len(lost) <= 1 and all(t.user_attrs[TrialAttr.OWNER_PID] == a.pid for t in lost)
+    assert held <= {t.number for t in lost}, "the killed sweep's running trial was failed"
     owners = {t.user_attrs[TrialAttr.OWNER_PID] for t in counted}
     assert owners == {a.pid, b.pid}, "both sweeps ran trials of the study"
     for t in counted:
@@ -643,8 +649,9 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
     assert {p.data.tags["machine.class"] for p in parents} == {_hosts.fingerprint().machine_class}
     killed = next(p for p in parents if p.info.status == "KILLED")
-    assert by_number[lost.number].data.tags["mlflow.parentRunId"] == killed.info.run_id
-    assert by_number[lost.number].data.tags["reason"] == _storage.INTERRUPTED
+    for t in lost:
+        assert by_number[t.number].data.tags["mlflow.parentRunId"] == killed.info.run_id
+        assert by_number[t.number].data.tags["reason"] == _storage.INTERRUPTED
     _dispose(study)
 
 

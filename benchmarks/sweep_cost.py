@@ -46,10 +46,12 @@ def study_figures(out: Path) -> dict[str, Any]:
     import optuna
     from mlflow import MlflowClient
 
+    from hydra_plugins.loadertune_sweeper.plan._guess import study_range
+
     storage = f"sqlite:///{out}/optuna.db"
     (name,) = optuna.get_all_study_names(storage)
     study = optuna.load_study(study_name=name, storage=storage)
-    ranged = study.user_attrs.get("workers_range") or {}
+    ranged = study_range(study)  # the range the guess set, widened or narrowed
     trials = [t for t in study.trials if t.state.is_finished()]
     measured = [t for t in trials if "repeat_of" not in t.user_attrs and "wall_s" in t.user_attrs]
     client = MlflowClient(f"sqlite:///{out}/mlflow.db")
@@ -101,7 +103,7 @@ def study_figures(out: Path) -> dict[str, Any]:
         "outside": outside,
         "gaps": gaps,
         "recommended": rec,
-        "searched_high": int(ranged.get("searched", 0)),
+        "searched_high": ranged.searched if ranged else 0,
     }
 
 
@@ -185,6 +187,11 @@ def main() -> None:
             print("| " + " | ".join(str(row.get(k, "")) for k in keys) + " |")
 
 
+def _short(params: dict[str, Any]) -> str:
+    """``loader.num_workers=2 ...`` as ``num_workers=2 ...``, for the table."""
+    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in params.items())
+
+
 def _fmt(values: list[float]) -> str:
     return ", ".join(f"{v:.3f}" for v in values)
 
@@ -230,9 +237,7 @@ def one_workload(
         "settings measured": f["distinct"],
         "started twice": len(f["measured"]) - f["distinct"],
         "child runs": f["children"],
-        "recommended": " ".join(
-            f"{k.split('.')[-1]}={v}" for k, v in (rec.get("params") or {}).items()
-        ),
+        "recommended": _short(rec.get("params") or {}),
         "confidence": rec.get("confidence"),
     }
     if args.no_grid:
@@ -246,7 +251,7 @@ def one_workload(
     )
     row |= {"grid settings": len(medians), "grid s": round(grid_wall, 1)}
     row["study / grid wall"] = round(wall / grid_wall, 2)
-    row["grid best"] = " ".join(f"{k.split('.')[-1]}={v}" for k, v in json.loads(best_key).items())
+    row["grid best"] = _short(json.loads(best_key))
     params = {k: v for k, v in (rec.get("params") or {}).items() if k.startswith("loader.")}
     if params.get("loader.num_workers") == 0:
         params = {"loader.num_workers": 0}

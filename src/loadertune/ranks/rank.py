@@ -145,24 +145,20 @@ def _run_rank(
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=hang_s + COLLECTIVE_MARGIN_S)
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout)
-    try:
-        cfg = dataclasses.replace(config, trial=dataclasses.replace(tc, device=str(device)))
-        workload = build_workload(cfg, store, unwrapped(dataset))  # its own worker tally
-        workload.step_fn = _paced(workload.step_fn, device, link)
-        copies = copy_timer(device, synchronizer(device))
-        gpu = GpuMonitor(device, tc.sample_hz) if cuda else None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            report = _measure(tc, workload, store, copies, gpu, link)
-        seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
-        report.warnings = sorted(seen)
-        report.accelerator |= copy_figures(copies) if cuda else {}
-    except BaseException:
-        # The group is left to this process's exit: destroyed here, it would fail the other
-        # ranks' collectives before this rank's error is written, and the launcher would
-        # find them failed first and name one of them as the cause.
-        link.board.failed(link.rank)
-        raise
+    # On an error the group is left to this process's exit: destroyed first, it would fail
+    # the other ranks' collectives before this rank's error is written (rank_main stamps it),
+    # and the launcher would find them failed first and name one of them as the cause.
+    cfg = dataclasses.replace(config, trial=dataclasses.replace(tc, device=str(device)))
+    workload = build_workload(cfg, store, unwrapped(dataset))  # its own worker tally
+    workload.step_fn = _paced(workload.step_fn, device, link)
+    copies = copy_timer(device, synchronizer(device))
+    gpu = GpuMonitor(device, tc.sample_hz) if cuda else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = _measure(tc, workload, store, copies, gpu, link)
+    seen = {str(w.message) for w in caught} | set(gpu.warnings if gpu else [])
+    report.warnings = sorted(seen)
+    report.accelerator |= copy_figures(copies) if cuda else {}
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
     return report

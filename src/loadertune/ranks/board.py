@@ -9,7 +9,8 @@ for a CPU. :class:`Watchdog` reads the board a few times a
 second in the trial process: once no rank has beaten past the limit it names the hung rank
 and kills every rank (the others could only wait for it until a collective's timeout; the
 launcher then reports them), and it remembers every process of the trial's tree, for the
-clean-up after it. A rank that raises or dies is the launcher's to notice.
+clean-up after it. A rank that raises or dies is the launcher's to notice; the board tells
+a rank that fails whether another failed before it (:meth:`Board.failed_before`).
 :class:`StepForwarder` hands the node's steps that rank 0 sends to the trial's ``on_step``.
 """
 
@@ -24,6 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psutil
+
+from loadertune.ranks.adoption import reap
 
 _FIELDS = 4  # pid, last beat (perf_counter, the same clock in every process), failed at, waiting
 POLL_S = 0.2
@@ -73,6 +76,22 @@ class Board:
         """When the rank started raising (0.0: it did not)."""
         return float(self.values[rank * _FIELDS + 2])
 
+    def failed_before(self, rank: int) -> int | None:
+        """Another rank that failed before ``rank``: it stamped first, or its process is gone
+        (a rank that dies without a Python error never stamps)."""
+        mine = self.failed_at(rank) or time.perf_counter()
+        for other in range(self.world):
+            stamp, pid = self.failed_at(other), self.pid(other)
+            if other != rank and ((0.0 < stamp < mine) or (pid and not _alive(pid))):
+                return other
+        return None
+
+    def reaped(self, rank: int) -> bool:
+        """The rank's process is gone from the process table: its parent, the launcher's
+        agent, has collected its exit (and with it, the trial's cause)."""
+        pid = self.pid(rank)
+        return pid > 0 and not psutil.pid_exists(pid)
+
 
 def hung_rank(
     beats: Sequence[float], now: float, limit_s: float, waits: Sequence[bool] = ()
@@ -98,9 +117,11 @@ class Watchdog:
         self.limit_s = limit_s
         self.hung: tuple[int, float] | None = None  # (rank, seconds silent) once killed
         self.seen: dict[int, psutil.Process] = {}
+        self.adopted: set[int] = set()  # a dead rank's leftovers, killed, not yet reaped
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loadertune-ranks", daemon=True)
         self._root = psutil.Process()
+        self._before = {p.pid for p in self._root.children()}  # the caller's, not the trial's
 
     def __enter__(self) -> Watchdog:
         self._thread.start()
@@ -110,10 +131,12 @@ class Watchdog:
         self._stop.set()
         self._thread.join()
         self._look()
+        self._stop_orphans()
 
     def _run(self) -> None:
         while not self._stop.wait(POLL_S):
             self._look()
+            self._stop_orphans()
             if self.hung is not None:
                 continue
             beats = self.board.beats()
@@ -130,6 +153,22 @@ class Watchdog:
         with contextlib.suppress(psutil.Error):
             for proc in self._root.children(recursive=True):
                 self.seen.setdefault(proc.pid, proc)
+
+    def _stop_orphans(self) -> None:
+        """Kill what a dead rank left running (its DataLoader workers, come back to the trial
+        process: :mod:`.adoption`), and collect the exits of those already killed."""
+        self.adopted = reap(self.adopted)
+        ranks = {self.board.pid(r) for r in range(self.board.world)}
+        if 0 in ranks or all(_alive(pid) for pid in ranks):
+            return
+        with contextlib.suppress(psutil.Error):
+            for proc in self._root.children():
+                if proc.pid in ranks or proc.pid in self._before or proc.pid in self.adopted:
+                    continue
+                self.seen.setdefault(proc.pid, proc)
+                self.adopted.add(proc.pid)
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
 
     def survivors(self) -> list[psutil.Process]:
         """Processes of the trial's tree seen while it ran that still live (same process)."""

@@ -7,8 +7,10 @@ loopback port. ``max_restarts=0``: the first rank to fail stops them all, and th
 raises ``ChildFailedError`` naming the failed ranks; :func:`rank_failure` turns that into one
 :class:`~loadertune.failures.TrialFailure` naming the rank that caused it. A rank that hangs
 is found by :class:`~loadertune.ranks.board.Watchdog` and killed, so the same path reports
-it. A port taken between choosing and binding it is retried on another. Afterwards nothing of
-the trial survives: no process of its tree, no ``/dev/shm/torch_*`` file of its processes.
+it; what a dead rank leaves running comes back to the trial process and is stopped at once
+(:mod:`.adoption`). A port taken between choosing and binding it is retried on another.
+Afterwards nothing of the trial survives: no process of its tree, no ``/dev/shm/torch_*``
+file of its processes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import psutil
 
 from loadertune import _torch_private
 from loadertune.failures import Reason, TrialFailure, classify
+from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
 
 if TYPE_CHECKING:
@@ -42,7 +45,6 @@ PORT_TRIES = 5
 HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
 SHUTDOWN_S = 5  # the launcher's grace between SIGTERM and SIGKILL when it stops the ranks
 RDZV_TIMEOUT_S = 120
-ERROR_FILE_WAIT_S = 2.0  # how long the first rank to raise may take to write its error file
 SHM = Path("/dev/shm")
 _LAUNCHER_LOGGERS = (
     "torch.distributed.elastic",
@@ -85,6 +87,7 @@ def run_ranks(
     with (
         tempfile.TemporaryDirectory(prefix="loadertune-ranks-") as logs,
         _omp_default(),
+        subreaper(),
         _signals_kept(),
         _launcher_quiet(),
         StepForwarder(ctx, on_step) as steps,
@@ -157,7 +160,9 @@ def rank_failure(
     """One failure naming the rank that caused the others' (``failures``: the launcher's).
 
     A hung rank (the watchdog's) is the cause; else a rank that died without a Python error
-    (the others then fail on the broken group); else the first to raise.
+    (the others then fail on the broken group); else the first to raise. The launcher reports
+    the first rank it saw exit: a follower holds its exit until the cause's is collected
+    (:func:`~loadertune.ranks.rank.rank_main`), so that is the cause.
     """
     if dog.hung is not None:
         rank, silent = dog.hung
@@ -166,7 +171,6 @@ def rank_failure(
             f"rank {rank} of {world} made no progress for {silent:.0f} s while the others "
             f"waited for it (trial.time_limit_s + {HANG_MARGIN_S:.0f} s); every rank was stopped",
         )
-    failures = _with_first_to_raise(failures, board, world)
     rank = min(failures, key=lambda r: (_raised(failures[r]), board.failed_at(r) or 1e18))
     failure = failures[rank]
     if _raised(failure):
@@ -186,33 +190,6 @@ def rank_failure(
         Reason.RANK_FAILED,
         f"rank {rank} of {world} {how} without a Python error; every rank was stopped",
     )
-
-
-def _with_first_to_raise(
-    failures: Mapping[int, Any], board: Board, world: int
-) -> Mapping[int, Any]:
-    """``failures`` with the rank that raised first, should the launcher have seen the
-    others end before it (they fail on the group it left): its error file, beside theirs."""
-    stamped = [r for r in range(world) if board.failed_at(r)]
-    if not stamped or not failures:
-        return failures
-    first = min(stamped, key=board.failed_at)
-    if first in failures:
-        return failures
-    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
-
-    seen = next(iter(failures.values()))
-    path = Path(seen.error_file).parent.parent / str(first) / Path(seen.error_file).name
-    deadline = time.monotonic() + ERROR_FILE_WAIT_S
-    while not path.is_file() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not path.is_file():
-        return failures
-    with contextlib.suppress(Exception):  # a file still being written: the others' stand
-        found = ProcessFailure(first, board.pid(first), 1, str(path))
-        if _raised(found):
-            return {**failures, first: found}
-    return failures
 
 
 def _raised(failure: Any) -> bool:
@@ -275,6 +252,9 @@ def _clean_up(dog: Watchdog, board: Board, shm_before: set[str]) -> None:
     deadline = time.monotonic() + 5.0
     while dog.survivors() and time.monotonic() < deadline:  # zombies count as gone
         time.sleep(0.05)
+    while dog.adopted and time.monotonic() < deadline:  # nothing else collects their exits
+        dog.adopted = reap(dog.adopted)
+        time.sleep(0.01)
     ours = set(dog.seen) | {board.pid(r) for r in range(board.world)}
     for name in _shm_files() - shm_before:
         parts = name.split("_")

@@ -30,6 +30,8 @@ from loadertune.ranks.node import RankReport
 from loadertune.timing import StepRecord, StepTimer
 
 COLLECTIVE_MARGIN_S = 60.0  # a collective waits this much past the hang limit before failing
+CAUSE_LOOK_S = 0.5  # how long a failing rank looks for an earlier failure before it exits
+FOLLOW_HOLD_S = 5.0  # the most a follower holds its exit for the launcher to collect the cause
 
 
 @dataclasses.dataclass
@@ -124,7 +126,28 @@ def rank_main(
         return _run_rank(config, store, dataset, link, hang_s)
     except BaseException:
         board.failed(rank)
+        _follow(board, rank)
         raise
+
+
+def _follow(board: Board, rank: int) -> None:
+    """A rank that fails after another (on the group the other broke) holds its exit until the
+    launcher's agent has collected the other's, so the launcher reports the cause.
+
+    The agent polls its ranks every ``monitor_interval`` (0.1 s) and reports the first exited
+    rank it finds; a rank that dies takes its sockets with it, and the others' collectives
+    fail at once, so without the hold a loaded machine often shows the agent a follower's
+    error beside the cause's exit. The cause itself finds no earlier failure and exits after
+    looking for ``CAUSE_LOOK_S``; the agent then stops the followers (SIGTERM) as it would.
+    """
+    deadline = time.monotonic() + CAUSE_LOOK_S
+    while (cause := board.failed_before(rank)) is None:
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
+    deadline = time.monotonic() + FOLLOW_HOLD_S
+    while not board.reaped(cause) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _run_rank(

@@ -62,6 +62,44 @@ def test_worker_killed_mid_transfer_drops_the_probe_every_time() -> None:
         auto.close()
 
 
+def test_an_idle_pool_whose_worker_died_is_refused_before_its_next_round() -> None:
+    """A persistent worker killed while its probe waits for its next round: the probe fails
+    when asked to start again (PyTorch alone would wait 5 s for the dead worker's answer)."""
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+    from loadertune.autoloader._plan import IndexPlan
+    from loadertune.autoloader._probe import Probe, ProbeFault
+    from loadertune.autoloader._schedule import Setting
+
+    ds = Tensors(8, kill_at=-1, delay_s=0.0)
+    plan = IndexPlan(BatchSampler(SequentialSampler(range(8)), 2, drop_last=False), None)
+    plan.begin_epoch()
+
+    def build(setting: Setting, sampler: Any, timeout_s: float) -> DataLoader[Any]:
+        return DataLoader(ds, batch_sampler=sampler, num_workers=1, persistent_workers=True)
+
+    probe = Probe(ds, Setting(num_workers=1, persistent_workers=True), plan, build, 5.0)
+    try:
+        probe.start(guarded=True)
+        probe.next()
+        probe.drain()
+        with pytest.raises(StopIteration):
+            while True:
+                probe.next()
+        probe.end_epoch()
+        assert probe.lost_workers() == ""  # idle, alive: ready for another round
+        (pid,) = probe.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while probe.worker_pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert probe.lost_workers() == "1 idle worker(s) exited between rounds (exit code -9)"
+        with pytest.raises(ProbeFault, match="idle worker"):
+            probe.start(guarded=True)
+    finally:
+        probe.close(kill=True)
+
+
 class FailingRead(Dataset[int]):
     """The dataset's own ``FileNotFoundError`` (a missing file): the user's bug, not a probe's."""
 

@@ -292,6 +292,11 @@ class Driver:
         from loadertune.machine import usable_cpus
 
         cpus = usable_cpus()  # the node's: the figures hold every rank's CPU time
+        for setting, pool in list(self.pools.items()):  # one whose workers died idle is out
+            why = self.world.agree(pool.lost_workers())
+            if why:
+                self.pools.pop(setting).close(kill=True)
+                self.tuner.dropped[setting] = why
         decision = self.world.from_root(lambda: decide(self.tuner, cpus))
         self.decision, self.settled = decision, decision.chosen
         for setting in [s for s in self.pools if s != decision.chosen]:

@@ -93,8 +93,12 @@ class Probe:
         ``guarded``: a probe, whose dead workers must surface in ``next()``.
 
         Raises:
-            ProbeFault: a guarded probe's workers died while starting.
+            ProbeFault: a guarded probe's workers died while starting, or idle since its
+                last round (PyTorch would wait 5 s for their answer before saying so).
         """
+        lost = self.lost_workers() if guarded else ""
+        if lost:
+            raise ProbeFault(lost)
         self.sampler.open = True
         try:
             with warnings.catch_warnings():  # more workers than cores is what I/O needs
@@ -167,6 +171,16 @@ class Probe:
         if self.setting.num_workers and self.timeout_s and waited_s >= 0.95 * self.timeout_s:
             return f"no batch within {self.timeout_s:.0f} s (hung)"
         return None
+
+    def lost_workers(self) -> str:
+        """Why the idle pool of persistent workers cannot serve another round: a worker that
+        exited while it waited (killed, out of memory); "" when every one lives, or none."""
+        pool = None if self._it else _torch_private.persistent_iterator(self.loader)
+        dead = [w for w in _torch_private.worker_processes(pool) if not w.is_alive()]
+        if not dead:
+            return ""
+        codes = ", ".join(sorted({str(w.exitcode) for w in dead}))
+        return f"{len(dead)} idle worker(s) exited between rounds (exit code {codes})"
 
     def worker_pids(self) -> list[int]:
         """The workers' pids, running or idle between rounds (persistent workers)."""

@@ -33,7 +33,7 @@ W0 = {"num_workers": 0}
 class Tensors(Dataset[torch.Tensor]):
     """Sample i is a tensor of i (its storage goes through the worker's socket); a worker of
     the 2-worker probe SIGKILLs itself ``delay_s`` after loading ``kill_at``, as its batch
-    is sent."""
+    is sent, and loads nothing more."""
 
     def __init__(self, n: int, kill_at: int, delay_s: float) -> None:
         self.n, self.kill_at, self.delay_s = n, kill_at, delay_s
@@ -46,6 +46,11 @@ class Tensors(Dataset[torch.Tensor]):
         if info is not None and info.num_workers == 2 and i == self.kill_at:
             kill = threading.Timer(self.delay_s, os.kill, (os.getpid(), signal.SIGKILL))
             kill.start()
+            self.dying = True
+        elif getattr(self, "dying", False):
+            # The dying worker's later samples wait for the kill, so it lands within the
+            # probe's segment (its later batches are due there), not after the tuning ends.
+            time.sleep(5.0)
         return torch.full((256,), i, dtype=torch.int64)
 
 

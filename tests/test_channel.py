@@ -118,7 +118,7 @@ def test_the_clean_up_kills_what_lives_and_counts_an_exited_worker_as_gone() -> 
         time.sleep(0.01)
     outcome = TrialOutcome()
     try:
-        _clean_up(int(leader.pid or 0), set(), outcome, time.time())
+        _clean_up(int(leader.pid or 0), set(), outcome)
     finally:
         leader.kill()
         leader.join()

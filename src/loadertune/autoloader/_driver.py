@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, decide
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
-from loadertune.autoloader._probe import BEGAN, Probe, ProbeFault, tree_usage
+from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
 from loadertune.run_queue import Sched, queued_s, run_waits
@@ -311,10 +311,6 @@ class Driver:
         for pool in self.pools.values():
             pool.close()
         self.pools, self.probe, self.draining = {}, None, False
-        if self.tuner.dropped:  # a killed probe's worker may have died after its clean-up
-            from loadertune.mp_leftovers import remove_dead_listener_dirs
-
-            remove_dead_listener_dirs(BEGAN)
 
     def resume_settled(self, setting: Setting, decision: Decision | None) -> None:
         """After a checkpoint: no tuning, the saved choice from the first batch."""

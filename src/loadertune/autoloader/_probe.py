@@ -37,7 +37,6 @@ class ProbeFault(Exception):
     """A probe's workers crashed, hung or exceeded memory; the probe is dropped."""
 
 
-BEGAN = time.time()  # killed probes' leftovers since then go (mp_leftovers)
 FETCH_ERRORS = (RuntimeError, OSError, EOFError)  # PyTorch's, and a dying worker's transfer's
 TRANSFER_MODULES = ("multiprocessing.", "torch.multiprocessing.")  # where a transfer fails
 DEATH_WAIT_S = 2.0  # how long a worker whose transfer broke may take to be seen dead
@@ -206,10 +205,6 @@ class Probe:
             _torch_private.shutdown_workers(pool)
         _torch_private.forget_persistent_iterator(self.loader)
         self.sampler.release()
-        if kill:
-            from loadertune.mp_leftovers import remove_dead_listener_dirs
-
-            remove_dead_listener_dirs(BEGAN)
 
     def end_epoch(self) -> None:
         """The epoch ended or was abandoned: forget what was handed out, keep the workers."""

@@ -45,9 +45,6 @@ from .._hydra_private import job_error
 ProgressHook = Callable[[list[StepRecord]], bool]
 SHM = Path("/dev/shm")
 _PR_SET_PDEATHSIG = 1
-# Dead sockets' folders made since this process began go after each trial: one a trial's
-# dying worker still held at its own clean-up goes at the next trial's.
-_SWEEP_BEGAN = time.time()
 
 
 @dataclass(frozen=True)
@@ -115,7 +112,7 @@ def run_trial_process(
         outcome.wall_s = time.perf_counter() - start
         outcome.oom_kills = _oom_kills() - oom_before
         outcome.pids.add(int(proc.pid or 0))
-        _clean_up(int(proc.pid or 0), shm_before, outcome, _SWEEP_BEGAN)
+        _clean_up(int(proc.pid or 0), shm_before, outcome)
     return outcome
 
 
@@ -288,10 +285,8 @@ def _group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome, began: float) -> None:
-    """Kill anything of the trial still alive, remove the shared-memory files it left, and
-    the dead sockets' folders its killed workers left in the temp folder
-    (:mod:`loadertune.mp_leftovers`).
+def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
+    """Kill anything of the trial still alive, remove the shared-memory files it left.
 
     Only files named for the trial's own processes (PyTorch names them ``torch_<pid>_...``)
     are removed: other programs on the machine, a training job beside the sweep, keep theirs.
@@ -318,12 +313,10 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome, began: flo
             outcome.shm_files_removed += 1
     # A trial killed before its storage session ended leaves its scratch folder (a cold or
     # throttled copy of the dataset) behind; only folders whose owner has exited go.
-    from loadertune.mp_leftovers import remove_dead_listener_dirs
     from loadertune.storage import remove_stale_scratch
 
     with contextlib.suppress(OSError):
         remove_stale_scratch()
-    remove_dead_listener_dirs(began)
 
 
 def _exited(proc: psutil.Process) -> bool:

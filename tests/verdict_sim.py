@@ -56,8 +56,18 @@ def _candidate(workers: int, true_ms: float, number: int) -> _candidates.Candida
     return _candidates.Candidate(trial, [])
 
 
-def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence, bool]:
-    """One simulated verdict: (its confidence, whether its pick is wrong)."""
+@dataclass(frozen=True)
+class Outcome:
+    """One simulated verdict's result."""
+
+    level: _confidence.Confidence
+    wrong: bool  # the pick's true time is more than FASTER_BY above the true best's
+    measurements: int  # trial processes the verdict would have started
+    regret: float  # the pick's true time over the true best's, less 1
+
+
+def verdict(rng: random.Random, regime: Regime) -> Outcome:
+    """One simulated verdict."""
     workers = sorted(rng.sample(range(9), rng.randint(2, 5)))
     gaps = [0.0, 0.0, rng.uniform(0, 0.15), rng.uniform(0, 0.6)]
     truth = {w: 1.0 + rng.choice(gaps) for w in workers}
@@ -77,11 +87,18 @@ def verdict(rng: random.Random, regime: Regime) -> tuple[_confidence.Confidence,
     run_rounds(cands, REPEATS, measure, lambda _: None, CPUS)
     rec = _candidates.recommend(cands)
     level = _confidence.assess(rec, cands, CPUS, REPEATS).level
-    wrong = truth[rec.chosen.workers] > (1 + _confidence.FASTER_BY) * min(truth.values())
-    return level, wrong
+    best = min(truth.values())
+    picked = truth[rec.chosen.workers]
+    wrong = picked > (1 + _confidence.FASTER_BY) * best
+    return Outcome(level, wrong, sum(len(c.values) for c in cands), picked / best - 1)
+
+
+def simulate(seed: int, regime: Regime, n: int) -> list[Outcome]:
+    """``n`` simulated verdicts, drawn from ``seed``."""
+    rng = random.Random(seed)
+    return [verdict(rng, regime) for _ in range(n)]
 
 
 def tally(seed: int, regime: Regime, n: int) -> Counter[tuple[str, bool]]:
     """(label, wrong) counts over ``n`` simulated verdicts."""
-    rng = random.Random(seed)
-    return Counter((lv.value, wrong) for lv, wrong in (verdict(rng, regime) for _ in range(n)))
+    return Counter((o.level.value, o.wrong) for o in simulate(seed, regime, n))

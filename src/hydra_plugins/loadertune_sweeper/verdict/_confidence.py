@@ -22,7 +22,7 @@ from typing import TypeAlias
 
 from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
-from loadertune.paired_stats import MARGIN
+from loadertune.paired_stats import MARGIN, NOISE_FLOOR
 
 from . import _candidates
 from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
@@ -90,9 +90,9 @@ def assess(
     """The confidence in ``rec`` (:mod:`loadertune.decision`), with the sweep's own checks:
     the noise pooled over every setting measured again, and other work on the machine.
     ``search_busy``: each search trial's busy share (0..1). A setting that left the race
-    (it lost every round beyond the noise) is no risk to the pick and has fewer rounds: it
-    is checked only for whether it may still be faster, over the rounds it ran, with the
-    noise every candidate's shared rounds show (:func:`loadertune.decision.findings`)."""
+    (it lost every round by more than the noise floor) is no risk to the pick and has fewer
+    rounds: it is checked only for whether it may still be faster, over the rounds it ran,
+    with the noise every candidate's shared rounds show (:func:`loadertune.decision.findings`)."""
     measured = _candidates.in_race(cands)
     left = [c for c in cands if c.values and c.left_after is not None]
     pooled, _ = pooled_ratio_sd(measured)
@@ -174,8 +174,8 @@ def _clear(rec: Recommendation, cands: list[Candidate], pairing: float, busy: fl
     if left:
         who = "they" if left != 1 else "it"
         parts.append(
-            f"{left} setting{'s' * (left != 1)} left the race, slower beyond the noise in "
-            f"every round {who} ran"
+            f"{left} setting{'s' * (left != 1)} left the race, slower by more than "
+            f"{NOISE_FLOOR:.0%} in every round {who} ran"
         )
     return "; ".join([*parts, f"other processes took {busy:.0%} of the CPUs"]) + "."
 

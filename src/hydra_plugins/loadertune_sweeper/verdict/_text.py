@@ -58,7 +58,10 @@ def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
     )
     if left:
         named = ", ".join(f"trial {c.trial.number} after {c.left_after}" for c in left)
-        line += f" Left the race, slower beyond the noise in every round: {named}."
+        line += (
+            f" Left the race, slower than the fastest by more than {NOISE_FLOOR:.0%} in every "
+            f"round: {named}."
+        )
     return line + "\n" + by_round_table(cands)
 
 

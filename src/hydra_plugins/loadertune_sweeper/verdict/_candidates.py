@@ -183,6 +183,7 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
 
 def out_of_race(cands: list[Candidate]) -> list[Candidate]:
     """The measured candidates that lost every round to the fastest by more than NOISE_FLOOR
-    (:func:`loadertune.decision.out_of_race`): more rounds of them are unlikely to change the pick."""
+    (:func:`loadertune.decision.out_of_race`): more rounds of them are unlikely to change
+    the pick."""
     measured = [c for c in cands if c.values]
     return [measured[i] for i in decision.out_of_race(rounds_of(measured))]

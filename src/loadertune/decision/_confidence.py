@@ -91,9 +91,9 @@ def findings(
     caller measured over more settings (:func:`loadertune.paired_stats.may_be_faster`).
 
     ``left``: settings that left the race (:func:`out_of_race`), each over the rounds it ran.
-    They lost every round beyond a 75% interval, often after two rounds, so they are no
-    threat to the pick but may still be to ``high``: two rounds that agree by luck pass
-    that test. Each is checked like a setting in the race, over the rounds it shared with
+    They lost every round by more than ``NOISE_FLOOR``, often after two rounds, so they are
+    hardly a threat to the pick but may still be to ``high``: two noisy rounds can send the
+    true best away. Each is checked like a setting in the race, over the rounds it shared with
     the pick, with ``left_noise`` (sd, degrees of freedom) measured over every setting's
     shared rounds. Without this, a pick whose rivals all left the race had nothing left to
     be compared with and was ``high`` on the drift alone (25 of 9,000 simulated wrong picks

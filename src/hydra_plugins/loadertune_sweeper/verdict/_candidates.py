@@ -181,6 +181,10 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
     return [fastest, *close] if close else []
 
 
+# Why a setting left the race, in the words every message about it uses.
+LEFT_RACE = f"slower than the fastest by more than {NOISE_FLOOR:.0%} in every round"
+
+
 def out_of_race(cands: list[Candidate]) -> list[Candidate]:
     """The measured candidates that lost every round to the fastest by more than NOISE_FLOOR
     (:func:`loadertune.decision.out_of_race`): more rounds of them are unlikely to change

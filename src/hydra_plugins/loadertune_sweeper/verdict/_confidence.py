@@ -22,7 +22,7 @@ from typing import TypeAlias
 
 from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
-from loadertune.paired_stats import MARGIN, NOISE_FLOOR
+from loadertune.paired_stats import MARGIN
 
 from . import _candidates
 from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
@@ -174,8 +174,7 @@ def _clear(rec: Recommendation, cands: list[Candidate], pairing: float, busy: fl
     if left:
         who = "they" if left != 1 else "it"
         parts.append(
-            f"{left} setting{'s' * (left != 1)} left the race, slower by more than "
-            f"{NOISE_FLOOR:.0%} in every round {who} ran"
+            f"{left} setting{'s' * (left != 1)} left the race, {_candidates.LEFT_RACE} {who} ran"
         )
     return "; ".join([*parts, f"other processes took {busy:.0%} of the CPUs"]) + "."
 

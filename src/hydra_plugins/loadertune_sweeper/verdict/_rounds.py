@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from loadertune.exported import use_command
 from loadertune.loader import TUNED_FOR, loader_yaml
 from loadertune.machine import usable_cpus
-from loadertune.paired_stats import NOISE_FLOOR
 from loadertune.result_stores import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
@@ -157,7 +156,7 @@ def run_rounds(
     ``measure_round``, which measures the settings given once each, said stop).
 
     Every setting still in the race is measured in each of the first ``repeats`` rounds;
-    after each round a setting that lost every round to the fastest by more than NOISE_FLOOR
+    after each round a setting that lost every round to the fastest by more than ``NOISE_FLOOR``
     leaves the race (:func:`._candidates.out_of_race`). From ``MIN_ROUNDS`` rounds on (the
     fewest that can be ``high``) the rounds stop once nothing is open
     (:func:`._confidence.still_open`: no setting too close to call, none that may still beat
@@ -184,7 +183,7 @@ def run_rounds(
             alive.remove(c)
             note(
                 f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: "
-                f"slower than the fastest by more than {NOISE_FLOOR:.0%} in each of {rounds} rounds"
+                f"{_candidates.LEFT_RACE} ({rounds} rounds)"
             )
     if rounds >= 2 * repeats:
         why = "as many rounds as allowed"

@@ -12,7 +12,7 @@ from loadertune.paired_stats import COVERAGE, NOISE_FLOOR
 from loadertune.search_rules import plain_key
 
 from ..plan._baselines import Role
-from ._candidates import Candidate, Recommendation, compare
+from ._candidates import LEFT_RACE, Candidate, Recommendation, compare
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
@@ -58,10 +58,7 @@ def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
     )
     if left:
         named = ", ".join(f"trial {c.trial.number} after {c.left_after}" for c in left)
-        line += (
-            f" Left the race, slower than the fastest by more than {NOISE_FLOOR:.0%} in every "
-            f"round: {named}."
-        )
+        line += f" Left the race, {LEFT_RACE}: {named}."
     return line + "\n" + by_round_table(cands)
 
 

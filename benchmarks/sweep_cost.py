@@ -69,12 +69,12 @@ def study_figures(out: Path) -> dict[str, Any]:
         float(t.user_attrs["wall_s"]) - window[t.number] for t in measured if t.number in window
     ]
     measure_s = {}
-    for r in own:
-        if int(r.data.tags["optuna.trial_number"]) in window:
-            path = client.download_artifacts(r.info.run_id, "trial_result.json", str(out))
-            measure_s[int(r.data.tags["optuna.trial_number"])] = json.loads(Path(path).read_text())[
-                "measure_s"
-            ]
+    with tempfile.TemporaryDirectory() as tmp:  # not into the output root it reads
+        for r in own:
+            if int(r.data.tags["optuna.trial_number"]) in window:
+                path = client.download_artifacts(r.info.run_id, "trial_result.json", tmp)
+                number = int(r.data.tags["optuna.trial_number"])
+                measure_s[number] = json.loads(Path(path).read_text())["measure_s"]
     gaps = [
         (cur.datetime_start - prev.datetime_start).total_seconds() - measure_s[prev.number]
         for prev, cur in itertools.pairwise(trials)

@@ -223,7 +223,9 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     _wait_for(lambda: _running_trial(tmp_path, after_complete=1))
     time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    # Its output ends once no process of it is left: a worker orphaned by the kill would
+    # hold the pipes open (worker_tether), and the wait would never end.
+    proc.communicate(timeout=60)
     _wait_for(lambda: not processes_under(tmp_path), timeout=15)
 
     again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", *SLOW)

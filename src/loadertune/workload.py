@@ -112,10 +112,13 @@ def build_loader(
 
     from loadertune.datasets.iterable import is_iterable
     from loadertune.loader import build_dataloader
+    from loadertune.worker_tether import tether
 
     eff = workload.effective
     if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
-        return build_dataloader(workload.dataset, eff, workload.device)
+        return tether(
+            build_dataloader(workload.dataset, eff, workload.device), workload.start_method
+        )
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)
     batches = 1 + warmup + steps + ahead + 1
     stream = stream_sampler(
@@ -128,7 +131,7 @@ def build_loader(
         from loadertune.ranks.share import RankShare
 
         stream = RankShare(stream, rank, world)  # its share, through DistributedSampler
-    return build_dataloader(
+    loader = build_dataloader(
         workload.dataset,
         eff,
         workload.device,
@@ -136,6 +139,7 @@ def build_loader(
         generator=torch.Generator().manual_seed(tc.seed),
         trust=True,  # the command line's own config: its paths were resolved and tried
     )
+    return tether(loader, workload.start_method)  # no orphan workers if the trial is killed
 
 
 def stop_rule(tc: TrialConfig, num_workers: int) -> StopRule:

@@ -13,7 +13,6 @@ nothing of the trial survived: no process of its group, no ``torch_*`` file in /
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -38,13 +37,13 @@ from loadertune.memory_watch import BudgetPacer, footprint_reader
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
+from loadertune.worker_tether import die_with_parent
 
 from .._hydra_private import job_error
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
 ProgressHook = Callable[[list[StepRecord]], bool]
 SHM = Path("/dev/shm")
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,9 @@ def run_trial_process(
     ctx = mp.get_context("fork")  # cheap: torch is already imported; not daemonic (workers)
     parent_end, child_end = ctx.Pipe(duplex=False)
     proc = ctx.Process(
-        target=_child, args=(child_end, hydra_context, task_function, job_cfg), daemon=False
+        target=_child,
+        args=(child_end, hydra_context, task_function, job_cfg, os.getpid()),
+        daemon=False,
     )
     shm_before = _shm_files()
     oom_before = _oom_kills()
@@ -355,15 +356,17 @@ def _oom_kills() -> int:
 
 
 def _child(
-    conn: Connection, hydra_context: HydraContext, task_function: TaskFunction, cfg: DictConfig
+    conn: Connection,
+    hydra_context: HydraContext,
+    task_function: TaskFunction,
+    cfg: DictConfig,
+    sweep: int,
 ) -> None:
     """The trial process: own process group, dies with the sweep, task via run_job."""
     from loadertune import channel
 
     os.setpgrp()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the sweep died before prctl took effect
+    if not die_with_parent(sweep):  # the sweep died before the signal was set
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
     channel.attach(channel.TrialChannel(conn))

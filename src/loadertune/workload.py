@@ -107,18 +107,28 @@ def build_loader(
     """The DataLoader over a stream of indices that cannot run dry inside the window; with
     ``world`` ranks, each rank's share of a stream ``world`` times as long. An iterable
     dataset streams itself (its ranks split by node), and its pass may end inside the
-    window: the loop opens the next (:class:`~loadertune.step_loop.StepLoop`)."""
-    import torch
-
+    window: the loop opens the next (:class:`~loadertune.step_loop.StepLoop`). Its workers
+    die with this process, also when it is killed while they start (:mod:`.worker_tether`)."""
     from loadertune.datasets.iterable import is_iterable
     from loadertune.loader import build_dataloader
     from loadertune.worker_tether import tether
 
-    eff = workload.effective
     if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
-        return tether(
-            build_dataloader(workload.dataset, eff, workload.device), workload.start_method
-        )
+        loader = build_dataloader(workload.dataset, workload.effective, workload.device)
+    else:
+        loader = _indexed_loader(tc, workload, warmup, steps, rank, world)
+    return tether(loader, workload.start_method)
+
+
+def _indexed_loader(
+    tc: TrialConfig, workload: Workload, warmup: int, steps: int, rank: int, world: int
+) -> Any:
+    """A map-style dataset's loader over this rank's share of a seeded index stream."""
+    import torch
+
+    from loadertune.loader import build_dataloader
+
+    eff = workload.effective
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)
     batches = 1 + warmup + steps + ahead + 1
     stream = stream_sampler(
@@ -131,7 +141,7 @@ def build_loader(
         from loadertune.ranks.share import RankShare
 
         stream = RankShare(stream, rank, world)  # its share, through DistributedSampler
-    loader = build_dataloader(
+    return build_dataloader(
         workload.dataset,
         eff,
         workload.device,
@@ -139,7 +149,6 @@ def build_loader(
         generator=torch.Generator().manual_seed(tc.seed),
         trust=True,  # the command line's own config: its paths were resolved and tried
     )
-    return tether(loader, workload.start_method)  # no orphan workers if the trial is killed
 
 
 def stop_rule(tc: TrialConfig, num_workers: int) -> StopRule:

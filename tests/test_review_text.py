@@ -137,6 +137,7 @@ def test_a_note_stays_one_line_on_a_narrow_console() -> None:
 
     view = SweepView.__new__(SweepView)
     view.console = Console(width=40, record=True, force_terminal=False)
+    view._asked_again = {}
     text = "the last sweep of this study stopped during its verdict: finishing the verdict now"
     view.note(text)
     assert view.console.export_text().splitlines() == [text]
@@ -153,3 +154,41 @@ def test_a_setting_is_one_spelling_in_every_mlflow_param() -> None:
         "0.5",
         "fork",
     ]
+
+
+def test_repeats_answered_are_one_line_before_the_next_trial() -> None:
+    """A sampler that asks again for measured settings does not get a line per ask: the
+    asks since the last line are counted in one line before the next trial or note."""
+    from types import SimpleNamespace
+
+    import optuna
+    from rich.console import Console
+
+    from hydra_plugins.loadertune_sweeper.record._console import SweepView
+
+    study = optuna.create_study()
+    plan = SimpleNamespace(storage="memory", sweep_dir="sweep", noop=[], shard_cap=None)
+    view = SweepView(study, 12, plan, [])  # type: ignore[arg-type]
+    view.console = Console(width=200, record=True, force_terminal=False)
+    pruned = create_trial(
+        params={"loader.num_workers": 1},
+        distributions={"loader.num_workers": IntDistribution(0, 8)},
+        state=TrialState.PRUNED,
+        value=2.5,
+        intermediate_values={5: 2.4, 15: 2.5},
+        user_attrs={"reason": "pruned"},
+    )
+    pruned.number = 3
+    view.trial(4, pruned, None)
+    view.trial(5, _trial(4, 0, 2.0, repeat_of=0), None)
+    view.trial(5, _trial(5, 1, 2.5, repeat_of=3), None)
+    view.trial(5, _trial(6, 0, 2.0, repeat_of=0), None)
+    view.note("the sampler keeps asking for trial 0's setting")
+    view.trial(5, _trial(7, 2, 1.5), None)
+    lines = view.console.export_text().splitlines()
+    assert len(lines) == 4
+    assert "PRUNED after 15 steps at 2.5000 ms/sample" in lines[0]
+    assert "pruned" not in lines[0].replace("PRUNED", "")  # the state says it once
+    assert lines[1].endswith("not run: trial 0's (2 times), trial 3's")
+    assert lines[2] == "the sampler keeps asking for trial 0's setting"
+    assert lines[3].startswith("[5/12] trial 7  num_workers=2  ->  1.5000 ms/sample")

@@ -281,6 +281,7 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
     assert rec.chosen is chosen
     view = SweepView.__new__(SweepView)
     view.console = Console(width=80, record=True, force_terminal=False)
+    view._asked_again = {}
     guess = Guess(
         workers=2,
         time_per_sample_ms=0.9,

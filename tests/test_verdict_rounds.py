@@ -11,7 +11,7 @@ from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
 from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
-from hydra_plugins.loadertune_sweeper.verdict._rounds import run_rounds
+from hydra_plugins.loadertune_sweeper.verdict._rounds import rotated, run_rounds
 from loadertune.decision import Confidence, out_of_race
 
 
@@ -134,3 +134,22 @@ def test_the_verdict_says_how_many_rounds_it_needed() -> None:
     table = line[line.index("| round |") :].strip().splitlines()
     assert table[0] == "| round | trial 0 | trial 2 |"
     assert table[2:] == ["| 0 | 2.0000 | 1.0000 |", "| 1 | 2.1000 | 1.1000 |", "| 2 | - | 1.2000 |"]
+
+
+def test_the_rounds_change_the_order_of_their_settings() -> None:
+    cands = [_cand(0), _cand(2), _cand(8)]
+    log: list[tuple[int, int]] = []
+    # Within noise of one another: all three run each of the first three rounds.
+    times = {0: [1.0] * 6, 2: [1.0, 1.1, 0.9, 1.0, 1.1, 0.9], 8: [1.1, 0.9, 1.0, 1.1, 0.9, 1.0]}
+    truth: Truth = lambda w, r: times[w][r]  # noqa: E731
+    rounds = run_rounds(cands, 3, _measurer(truth, log), lambda _: None, cpus=2)
+    assert rounds is not None and rounds >= 3
+    orders = [[w for r, w in log if r == round_] for round_ in range(3)]
+    assert orders == [[0, 2, 8], [8, 2, 0], [2, 8, 0]]
+    # No setting keeps its place, and the one measured first moves on every two rounds.
+    assert all(len({o.index(w) for o in orders}) >= 2 for w in (0, 2, 8))
+    assert rotated(cands, 4)[0] is cands[2]
+    # The values stay with their settings and rounds, whatever the order.
+    for c in cands:
+        assert c.values == [times[c.workers][r] for r in c.rounds]
+        assert c.rounds[:3] == [0, 1, 2]

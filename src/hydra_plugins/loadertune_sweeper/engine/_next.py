@@ -98,7 +98,7 @@ class NextTrial:
         if setting is None:
             return
         self.note(
-            f"the sampler asked for trial {favourite.number}'s setting again: measuring the "
+            f"the sampler keeps asking for trial {favourite.number}'s setting: measuring the "
             "nearest setting not yet measured instead"
         )
         self.study.enqueue_trial(setting, user_attrs={TrialAttr.STEERED_FROM: favourite.number})

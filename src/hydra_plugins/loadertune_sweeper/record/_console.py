@@ -42,6 +42,7 @@ class SweepView:
         self.study = study
         self.budget = budget
         self.console = wide_console()
+        self._asked_again: dict[int, int] = {}  # repeats not shown yet: trial -> times
         earlier = len([t for t in study.trials if t.state.is_finished()])
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
@@ -61,6 +62,7 @@ class SweepView:
     def user_bug(self, traceback: str, in_step: bool = False) -> None:
         """Say once that the dataset (or, ``in_step``, the training step) is broken, with the
         original traceback."""
+        self._show_repeats()
         where = "the training step (model.*)" if in_step else "the dataset"
         self.console.print(
             f"[bold red]stopping: the first trials failed with the same error in {where}, "
@@ -83,6 +85,7 @@ class SweepView:
 
         from ..verdict._text import ORDER, confidence_lines, details, headline, verdict_table
 
+        self._show_repeats()
         self.console.print(Markdown(headline(rec)))
         colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]
         for i, line in enumerate(confidence_lines(assurance)):
@@ -93,26 +96,43 @@ class SweepView:
         self.console.print(f"exported: {loader}  (use: {use_command(loader)})", soft_wrap=True)
 
     def note(self, text: str) -> None:
+        self._show_repeats()
         self.console.print(f"[yellow]{text}", soft_wrap=True)
 
     def trial(self, index: int, frozen: FrozenTrial, result: TrialResult | None) -> None:
-        params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
+        """One line per trial run; a repeat answered from an earlier trial is only counted,
+        and the repeats since the last line are said in one line before the next."""
         repeat = frozen.user_attrs.get(TrialAttr.REPEAT_OF)
+        if repeat is not None:
+            self._asked_again[int(repeat)] = self._asked_again.get(int(repeat), 0) + 1
+            return
+        self._show_repeats()
+        params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
         if frozen.state == TrialState.COMPLETE:
             outcome = f"{frozen.value:.4f} ms/sample"
             if result is not None:
                 outcome += f"  {result.summary.samples_per_s:,.0f} samples/s"
                 outcome += _window_note(result)
-            if repeat is not None:
-                outcome += f"  [dim](same settings as trial {repeat}: not measured again)[/]"
         else:
-            outcome = f"[red]{frozen.state.name}[/] {frozen.user_attrs.get(TrialAttr.REASON, '')}"
-            if repeat is not None:
-                outcome += f"  [dim](same settings as trial {repeat}: not started again)[/]"
+            outcome = _stopped_outcome(frozen)
         best = self._best()
         self.console.print(
             f"[{index}/{self.budget}] trial {frozen.number}  {params or '(defaults)'}  ->  "
             f"{outcome}  [dim]best {best}[/]",
+            soft_wrap=True,
+        )
+
+    def _show_repeats(self) -> None:
+        """The settings the sampler asked for again since the last line, in one line."""
+        if not self._asked_again:
+            return
+        which = ", ".join(
+            f"trial {n}'s" + (f" ({k} times)" if k > 1 else "")
+            for n, k in self._asked_again.items()
+        )
+        self._asked_again.clear()
+        self.console.print(
+            f"[dim]  asked again, answered from the trial that measured it, not run: {which}[/]",
             soft_wrap=True,
         )
 
@@ -126,6 +146,7 @@ class SweepView:
     def final(self, results: dict[str, Any], sweep_dir: Path, landing: Sequence[str] = ()) -> None:
         """The trials, fastest first; how to open the sweep in MLflow; where the results
         are; and last, the recommendation and where it was written."""
+        self._show_repeats()
         table = Table(title=f"study {self.study.study_name}: trials, fastest first")
         for column in ("#", "state", "params", "ms/sample", "note"):
             table.add_column(column)
@@ -156,7 +177,8 @@ def table_rows(trials: Sequence[FrozenTrial]) -> list[tuple[str, str, str, str, 
     )
     rows = []
     for t in ranked:
-        notes = [str(t.user_attrs.get(TrialAttr.REASON, ""))]
+        reason = str(t.user_attrs.get(TrialAttr.REASON, ""))
+        notes = [reason if reason != t.state.name.lower() else ""]  # not "PRUNED pruned"
         if t.number in asked_again:
             notes.append("also asked as " + ", ".join(f"#{n}" for n in asked_again[t.number]))
         rows.append(
@@ -201,6 +223,18 @@ def quiet_libraries() -> None:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     # A lost tracking server is reported in one line; urllib3's "Retrying" lines would bury it.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+
+
+def _stopped_outcome(frozen: FrozenTrial) -> str:
+    """A trial that did not complete: its state, why when the state does not say it, and
+    for a pruned one how far it got: ``PRUNED after 15 steps at 2.0321 ms/sample``."""
+    outcome = f"[red]{frozen.state.name}[/]"
+    reason = str(frozen.user_attrs.get(TrialAttr.REASON, ""))
+    if reason and reason != frozen.state.name.lower():
+        outcome += f" {reason}"
+    if frozen.state == TrialState.PRUNED and frozen.value is not None:
+        outcome += f" after {frozen.last_step} steps at {frozen.value:.4f} ms/sample"
+    return outcome
 
 
 def _window_note(result: TrialResult) -> str:

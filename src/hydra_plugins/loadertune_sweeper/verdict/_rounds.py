@@ -161,7 +161,8 @@ def run_rounds(
     fewest that can be ``high``) the rounds stop once nothing is open
     (:func:`._confidence.still_open`: no setting too close to call, none that may still beat
     the pick, and not a busy machine, where rounds buy nothing). Past ``repeats``, only the
-    open settings get more rounds, up to twice the repeats.
+    open settings get more rounds, up to twice the repeats. Each round measures its settings
+    in :func:`rotated` order.
     """
     alive, rounds, why = list(cands), 0, "settled"
     least = min(repeats, MIN_ROUNDS)
@@ -175,7 +176,7 @@ def run_rounds(
                 which = open_
                 names = ", ".join(f"trial {c.trial.number}" for c in open_)
                 note(f"verdict: too close to call, one more round of {names}")
-        if not measure_round(rounds, which):
+        if not measure_round(rounds, rotated(which, rounds)):
             return None
         rounds += 1
         for c in _candidates.out_of_race(alive):
@@ -189,6 +190,22 @@ def run_rounds(
         why = "as many rounds as allowed"
     note(f"verdict: {why}, after {rounds} round{'s' * (rounds != 1)}")
     return rounds
+
+
+def rotated(which: list[Candidate], round_: int) -> list[Candidate]:
+    """``which`` in round ``round_``'s order: every second round the order is reversed, and
+    every two rounds it starts one setting further on (three settings: all six orders in six
+    rounds), so over the rounds each setting takes each place and follows different others.
+
+    In a fixed order, whatever depends on a setting's place (the machine speeding up or
+    slowing down across a round, the setting measured right after the one with the most
+    workers) would fall on the same setting in every round, where the round-by-round ratios
+    cannot cancel it; rotating alone keeps every setting's predecessor."""
+    if not which:
+        return which
+    k = (round_ // 2) % len(which)
+    order = [*which[k:], *which[:k]]
+    return order[::-1] if round_ % 2 else order
 
 
 def search_busy(study: optuna.Study) -> list[float]:

@@ -149,6 +149,26 @@ def test_the_pick_is_the_cheapest_within_noise_of_the_fastest() -> None:
     assert decision.recommend(slower, {"a": 2.0, "b": 1.0}).chosen == "a"
 
 
+def test_memory_is_a_cost_only_past_its_margin() -> None:
+    """Two settings of one worker count within noise: the one whose memory reads 5% lower
+    is not cheaper (a few batches in flight), so the faster is the pick; 20% lower is."""
+    times = {
+        "pf4": {0: 1.00, 1: 1.10, 2: 0.90},
+        "pf1": {0: 1.02, 1: 1.13, 2: 0.92},  # 2% slower round by round: within noise
+        "w4": {0: 0.99, 1: 1.09, 2: 0.89},  # the fastest, with more workers
+    }
+    cost = {"pf4": 2, "pf1": 2, "w4": 4}
+    close = decision.recommend(times, cost, {"pf4": 400.0, "pf1": 380.0, "w4": 500.0})
+    assert (close.chosen, close.fastest) == ("pf4", "w4")
+    far = decision.recommend(times, cost, {"pf4": 400.0, "pf1": 320.0, "w4": 500.0})
+    assert far.chosen == "pf1"
+    assert decision.cheaper(2, 2, 320.0, 400.0) and not decision.cheaper(2, 2, 380.0, 400.0)
+    assert decision.cheaper(1, 2, 900.0, 100.0)  # fewer workers, whatever the memory
+    assert not decision.cheaper(3, 2, 10.0, 900.0)
+    # Without memory, the cost alone decides, as AutoLoader gives it.
+    assert decision.recommend(times, {"pf4": 2.01, "pf1": 2.0, "w4": 4}).chosen == "pf1"
+
+
 def test_confidence_reads_as_its_value() -> None:
     """Results files and MLflow tags hold the bare word."""
     assert f"{Confidence.HIGH}" == str(Confidence.HIGH) == "high"

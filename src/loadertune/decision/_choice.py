@@ -5,6 +5,11 @@ gives (a number or a tuple: lower is cheaper). The fastest is the lowest median 
 setting is within noise of it when the median of their round-by-round ratios, less the noise,
 is within ``NOISE_FLOOR`` of 1 (:func:`loadertune.paired_stats.within_noise`), and out of the
 race (:func:`out_of_race`) when it lost every round by more than ``NOISE_FLOOR``.
+
+Memory, where the caller gives it, is a cost only past :data:`MEMORY_MARGIN`: between
+settings that differ by a few batches in flight (a ``prefetch_factor``), which a process
+tree's memory readings barely tell apart, the faster is the pick, not the one whose reading
+came out a few MB lower.
 """
 
 from __future__ import annotations
@@ -38,11 +43,31 @@ def fastest(times: Mapping[K, Rounds]) -> K:
     return min(measured, key=lambda k: statistics.median(measured[k].values()))
 
 
-def recommend(times: Mapping[K, Rounds], cost: Mapping[K, SupportsRichComparison]) -> Choice[K]:
+# Less memory makes a setting cheaper only when it saves at least this share of the other's.
+MEMORY_MARGIN = 0.10
+
+
+def cheaper(a: float, b: float, mem_a: float = 0.0, mem_b: float = 0.0) -> bool:
+    """Whether a setting of cost ``a`` (memory ``mem_a``) is cheaper than one of cost ``b``
+    (``mem_b``): a lower cost, or the same cost and less memory by :data:`MEMORY_MARGIN`."""
+    return a < b if a != b else _lighter(mem_a, mem_b)
+
+
+def _lighter(mem_a: float, mem_b: float) -> bool:
+    return mem_a < mem_b * (1 - MEMORY_MARGIN)
+
+
+def recommend(
+    times: Mapping[K, Rounds],
+    cost: Mapping[K, SupportsRichComparison],
+    memory: Mapping[K, float] | None = None,
+) -> Choice[K]:
     """Cheapest (lowest ``cost``) setting whose time is within noise of the fastest.
 
-    Of equally cheap settings, the fastest itself, else the first in ``times``. Settings with
-    no rounds are left out.
+    With ``memory``, of the settings within noise at the lowest cost, those within
+    :data:`MEMORY_MARGIN` of the least memory are alike, and the fastest of them (at the
+    median of its round-by-round ratios) is the pick. Without it, of equally cheap settings,
+    the fastest itself, else the first in ``times``. Settings with no rounds are left out.
     """
     measured = {k: v for k, v in times.items() if v}
     best = fastest(measured)
@@ -53,7 +78,14 @@ def recommend(times: Mapping[K, Rounds], cost: Mapping[K, SupportsRichComparison
         ratio, _, _, noise = compare(rounds, measured[best])
         if within_noise(ratio, noise):
             within.append((key, ratio, noise))
-    chosen, ratio, noise = min(within, key=lambda t: cost[t[0]])
+    least = min(cost[t[0]] for t in within)
+    lowest = [t for t in within if cost[t[0]] == least]
+    if memory is None:
+        chosen, ratio, noise = lowest[0]
+    else:
+        light = min(memory[t[0]] for t in lowest)
+        alike = [t for t in lowest if not _lighter(light, memory[t[0]])]
+        chosen, ratio, noise = min(alike, key=lambda t: t[1])
     return Choice(chosen, best, ratio, noise)
 
 

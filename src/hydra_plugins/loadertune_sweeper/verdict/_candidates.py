@@ -121,8 +121,13 @@ def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
     return paired_stats.compare(a.by_round, b.by_round)
 
 
-def _cost(c: Candidate) -> tuple[int, float]:
-    return c.workers, statistics.median(c.memory_mb or [0.0])
+def _memory(c: Candidate) -> float:
+    return statistics.median(c.memory_mb or [0.0])
+
+
+def _cheaper(a: Candidate, b: Candidate) -> bool:
+    """Fewer workers, or as many and less memory by ``decision.MEMORY_MARGIN``."""
+    return decision.cheaper(a.workers, b.workers, _memory(a), _memory(b))
 
 
 def rounds_of(measured: list[Candidate]) -> dict[int, paired_stats.Rounds]:
@@ -139,11 +144,16 @@ def in_race(cands: list[Candidate]) -> list[Candidate]:
 
 
 def recommend(cands: list[Candidate]) -> Recommendation:
-    """Cheapest (fewest workers, then least memory) whose time is within noise of the best
-    (:func:`loadertune.decision.recommend`) among those in the race, with the speed-up of
-    each advice over it (over the rounds they share, for a setting that left the race too)."""
+    """Cheapest (fewest workers, then less memory by ``decision.MEMORY_MARGIN``, else the
+    faster) whose time is within noise of the best (:func:`loadertune.decision.recommend`)
+    among those in the race, with the speed-up of each advice over it (over the rounds they
+    share, for a setting that left the race too)."""
     measured = in_race(cands)
-    choice = decision.recommend(rounds_of(measured), {i: _cost(c) for i, c in enumerate(measured)})
+    choice = decision.recommend(
+        rounds_of(measured),
+        {i: c.workers for i, c in enumerate(measured)},
+        {i: _memory(c) for i, c in enumerate(measured)},
+    )
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     speedups = {}
     for c in (c for c in cands if c.values):
@@ -173,7 +183,7 @@ def unsure(cands: list[Candidate]) -> list[Candidate]:
     fastest = measured[decision.fastest(rounds_of(measured))]
     close = []
     for c in measured:
-        if c is fastest or _cost(c) >= _cost(fastest):
+        if c is fastest or not _cheaper(c, fastest):
             continue
         ratio, _, _, noise = compare(c, fastest)
         if ratio > 1 + NOISE_FLOOR and within_noise(ratio, noise):

@@ -183,12 +183,17 @@ def test_repeats_answered_are_one_line_before_the_next_trial() -> None:
     view.trial(5, _trial(4, 0, 2.0, repeat_of=0), None)
     view.trial(5, _trial(5, 1, 2.5, repeat_of=3), None)
     view.trial(5, _trial(6, 0, 2.0, repeat_of=0), None)
-    view.note("the sampler keeps asking for trial 0's setting")
+    view.steered(0)
     view.trial(5, _trial(7, 2, 1.5), None)
+    view.trial(6, _trial(8, 2, 1.5, repeat_of=7), None)
+    view.note("a note")
     lines = view.console.export_text().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert "PRUNED after 15 steps at 2.5000 ms/sample" in lines[0]
     assert "pruned" not in lines[0].replace("PRUNED", "")  # the state says it once
-    assert lines[1].endswith("not run: trial 0's (2 times), trial 3's")
-    assert lines[2] == "the sampler keeps asking for trial 0's setting"
-    assert lines[3].startswith("[5/12] trial 7  num_workers=2  ->  1.5000 ms/sample")
+    assert lines[1].endswith(
+        "not run: trial 0's (2 times), trial 3's; the sampler keeps asking for trial 0's "
+        "setting: measuring the nearest setting not yet measured instead"
+    )
+    assert lines[2].startswith("[5/12] trial 7  num_workers=2  ->  1.5000 ms/sample")
+    assert lines[3].endswith("not run: trial 7's") and lines[4] == "a note"

@@ -206,7 +206,9 @@ class SweepEngine:
             on_lost=lambda lost: recorder.record_orphans(study, lost),
             note=view.note,
         )
-        upcoming = NextTrial(study, plan, s, budget, view.note, self.memory_budget / 2**20)
+        upcoming = NextTrial(
+            study, plan, s, budget, view.note, self.memory_budget / 2**20, view.steered
+        )
         return _Session(plan, study, recorder, view, slots, budget, upcoming)
 
     def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> ExitStatus:

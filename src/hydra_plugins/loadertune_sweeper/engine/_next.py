@@ -66,6 +66,7 @@ class NextTrial:
     budget: _storage.Budget
     note: Callable[[str], None]
     memory_budget_mb: float
+    steered: Callable[[int], None]  # says the sweep measures past trial n's asked setting
     walking: bool = False  # the space is walked in order of promise (``plan._enumerate``)
 
     def after(self, answer: Answer, ran: int, in_a_row: int) -> None:
@@ -97,10 +98,7 @@ class NextTrial:
         setting = _enumerate.nearest_unanswered(self.study, self.plan, favourite.params)
         if setting is None:
             return
-        self.note(
-            f"the sampler keeps asking for trial {favourite.number}'s setting: measuring the "
-            "nearest setting not yet measured instead"
-        )
+        self.steered(favourite.number)
         self.study.enqueue_trial(setting, user_attrs={TrialAttr.STEERED_FROM: favourite.number})
 
     def _walk(self, ran: int) -> None:

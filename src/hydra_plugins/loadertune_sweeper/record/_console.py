@@ -122,9 +122,20 @@ class SweepView:
             soft_wrap=True,
         )
 
-    def _show_repeats(self) -> None:
-        """The settings the sampler asked for again since the last line, in one line."""
+    def steered(self, favourite: int) -> None:
+        """The sampler keeps asking for trial ``favourite``'s setting: said at the end of
+        the line of repeats, since the next trial is the sweep's choice, not the sampler's."""
+        self._show_repeats(
+            f"; the sampler keeps asking for trial {favourite}'s setting: measuring the "
+            "nearest setting not yet measured instead"
+        )
+
+    def _show_repeats(self, then: str = "") -> None:
+        """The settings the sampler asked for again since the last line, in one line, and
+        ``then``, what the sweep does about it."""
         if not self._asked_again:
+            if then:
+                self.console.print(f"[dim]  {then.lstrip('; ')}[/]", soft_wrap=True)
             return
         which = ", ".join(
             f"trial {n}'s" + (f" ({k} times)" if k > 1 else "")
@@ -132,7 +143,8 @@ class SweepView:
         )
         self._asked_again.clear()
         self.console.print(
-            f"[dim]  asked again, answered from the trial that measured it, not run: {which}[/]",
+            f"[dim]  asked again, answered from the trial that measured it, not run: "
+            f"{which}{then}[/]",
             soft_wrap=True,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ def test_a_note_stays_one_line_on_a_narrow_console() -> None:
 
     view = SweepView.__new__(SweepView)
     view.console = Console(width=40, record=True, force_terminal=False)
-    view._asked_again = {}
+    view._asked_again = Counter()
     text = "the last sweep of this study stopped during its verdict: finishing the verdict now"
     view.note(text)
     assert view.console.export_text().splitlines() == [text]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
@@ -281,7 +283,7 @@ def test_terminal_verdict_fits_80_columns_and_says_everything(tmp_path: object) 
     assert rec.chosen is chosen
     view = SweepView.__new__(SweepView)
     view.console = Console(width=80, record=True, force_terminal=False)
-    view._asked_again = {}
+    view._asked_again = Counter()
     guess = Guess(
         workers=2,
         time_per_sample_ms=0.9,

@@ -66,7 +66,7 @@ class NextTrial:
     budget: _storage.Budget
     note: Callable[[str], None]
     memory_budget_mb: float
-    steered: Callable[[int], None]  # says the sweep measures past trial n's asked setting
+    steered: Callable[[int], None]  # says: the nearest unanswered setting, not trial n's again
     walking: bool = False  # the space is walked in order of promise (``plan._enumerate``)
 
     def after(self, answer: Answer, ran: int, in_a_row: int) -> None:

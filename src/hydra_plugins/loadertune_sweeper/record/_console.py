@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,7 @@ class SweepView:
         self.study = study
         self.budget = budget
         self.console = wide_console()
-        self._asked_again: dict[int, int] = {}  # repeats not shown yet: trial -> times
+        self._asked_again: Counter[int] = Counter()  # repeats not shown yet: trial -> times
         earlier = len([t for t in study.trials if t.state.is_finished()])
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
@@ -104,7 +105,7 @@ class SweepView:
         and the repeats since the last line are said in one line before the next."""
         repeat = frozen.user_attrs.get(TrialAttr.REPEAT_OF)
         if repeat is not None:
-            self._asked_again[int(repeat)] = self._asked_again.get(int(repeat), 0) + 1
+            self._asked_again[int(repeat)] += 1
             return
         self._show_repeats()
         params = " ".join(f"{k.split('.')[-1]}={v}" for k, v in frozen.params.items())
@@ -126,27 +127,25 @@ class SweepView:
         """The sampler keeps asking for trial ``favourite``'s setting: said at the end of
         the line of repeats, since the next trial is the sweep's choice, not the sampler's."""
         self._show_repeats(
-            f"; the sampler keeps asking for trial {favourite}'s setting: measuring the "
+            f"the sampler keeps asking for trial {favourite}'s setting: measuring the "
             "nearest setting not yet measured instead"
         )
 
     def _show_repeats(self, then: str = "") -> None:
         """The settings the sampler asked for again since the last line, in one line, and
         ``then``, what the sweep does about it."""
-        if not self._asked_again:
-            if then:
-                self.console.print(f"[dim]  {then.lstrip('; ')}[/]", soft_wrap=True)
-            return
-        which = ", ".join(
-            f"trial {n}'s" + (f" ({k} times)" if k > 1 else "")
-            for n, k in self._asked_again.items()
-        )
-        self._asked_again.clear()
-        self.console.print(
-            f"[dim]  asked again, answered from the trial that measured it, not run: "
-            f"{which}{then}[/]",
-            soft_wrap=True,
-        )
+        parts = [then] if then else []
+        if self._asked_again:
+            which = ", ".join(
+                f"trial {n}'s" + (f" ({k} times)" if k > 1 else "")
+                for n, k in self._asked_again.items()
+            )
+            parts.insert(
+                0, f"asked again, answered from the trial that measured it, not run: {which}"
+            )
+            self._asked_again.clear()
+        if parts:
+            self.console.print(f"[dim]  {'; '.join(parts)}[/]", soft_wrap=True)
 
     def _best(self) -> str:
         try:

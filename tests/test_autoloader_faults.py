@@ -199,17 +199,22 @@ def test_a_tracking_server_dying_before_settling_only_warns(tmp_path: Path) -> N
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the user's env as it was
 
 
-def test_a_second_live_iterator_is_refused_and_the_first_goes_on() -> None:
+def test_a_new_iterator_releases_the_one_left_mid_epoch() -> None:
+    """As a framework that stops after len(loader) batches, or leaves an epoch early: the
+    next iter() starts a whole new epoch, and the old iterator is released (it ends)."""
     auto = AutoLoader(Numbers(), batch_size=4, tune_steps=4, candidates=[W0])
     first = iter(auto)
     got = [int(x) for x in next(first)]
-    with pytest.raises(RuntimeError, match=r"still live mid-epoch.*Fix: "):
-        iter(auto)
-    got += [int(x) for batch in first for x in batch]
-    assert got == list(range(40))  # nothing taken from the first
+    assert got == [0, 1, 2, 3]
+    second = iter(auto)
+    assert list(first) == []  # released: nothing more from it
+    assert sorted(int(x) for batch in second for x in batch) == list(range(40))
     for _ in range(2):  # a loop left early lets the next one start
         for _batch in auto:
             break
+    taken = iter(auto)
+    whole = [int(x) for _ in range(len(auto)) for x in next(taken)]  # never asked for more
+    assert sorted(whole) == list(range(40))
     assert sorted(int(x) for batch in auto for x in batch) == list(range(40))
 
 

@@ -205,34 +205,38 @@ def test_the_diagnosis_names_the_slowest_rank_and_what_held_it() -> None:
     assert slowest_rank([fast, copying])[1]["slowest_rank_held_by"] == "copying batches"
 
 
-def test_build_dataloader_under_a_process_group_gives_each_rank_its_share(
-    tmp_path: Path,
-) -> None:
+def test_build_dataloader_shards_only_when_asked(tmp_path: Path) -> None:
+    """As a DataLoader: the caller's sampler, none added (a framework shards it next);
+    ``shard=True`` gives this rank its DistributedSampler share, explicitly."""
     import warnings
 
     import torch.distributed as dist
     from torch.utils.data import DistributedSampler
 
-    from loadertune import build_dataloader
+    from loadertune import ConfigError, build_dataloader
 
+    data = list(range(10))
+    with pytest.raises(ConfigError, match=r"^shard=true: needs an initialised"):
+        build_dataloader(data, {"batch_size": 2}, "cpu", shard=True)
     dist.init_process_group(
         "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
     )
     try:
-        data = list(range(10))
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # tuned for this world: nothing to say
-            loader = build_dataloader(data, {"batch_size": 2, "shuffle": False}, "cpu")
+            plain = build_dataloader(data, {"batch_size": 2, "shuffle": False}, "cpu")
+            loader = build_dataloader(data, {"batch_size": 2, "shuffle": False}, "cpu", shard=True)
+        assert not isinstance(plain.sampler, DistributedSampler)
         assert isinstance(loader.sampler, DistributedSampler)
         assert [int(i) for b in loader for i in b] == data
         with pytest.warns(UserWarning, match=r"tuned for 2 rank\(s\) per node .* run on 1"):
             build_dataloader(data, {"batch_size": 2, "nproc_per_node": 2}, "cpu")
         given = build_dataloader(data, {"batch_size": 2}, "cpu", sampler=[0, 1])
         assert list(given.sampler) == [0, 1]  # a sampler of the caller's own is kept
+        with pytest.raises(ConfigError, match=r"^shard=true: .*a sampler was passed too"):
+            build_dataloader(data, {"batch_size": 2}, "cpu", sampler=[0, 1], shard=True)
     finally:
         dist.destroy_process_group()
-    outside = build_dataloader(list(range(4)), {"batch_size": 2, "shuffle": False}, "cpu")
-    assert not isinstance(outside.sampler, DistributedSampler)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA devices, one a rank")

@@ -15,13 +15,14 @@ __all__ = [
     "LoaderConfig",
     "TrialResult",
     "build_dataloader",
+    "prepare_autoloader",
     "run_trial",
     "to_device",
 ]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from loadertune.autoloader import AutoLoader
+    from loadertune.autoloader import AutoLoader, prepare_autoloader
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
     from loadertune.loader import build_dataloader, to_device
@@ -34,6 +35,7 @@ _WHERE = {
     "LoaderConfig": "loadertune.config",
     "TrialResult": "loadertune.result",
     "build_dataloader": "loadertune.loader",
+    "prepare_autoloader": "loadertune.autoloader",
     "run_trial": "loadertune.trial",
     "to_device": "loadertune.loader",
 }

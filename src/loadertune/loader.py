@@ -135,9 +135,16 @@ def build_dataloader(
     device: torch.device | str | None = None,
     *,
     trust: Trust = False,
+    shard: bool = False,
     **extra: Any,
 ) -> DataLoader[Any]:
     """Build the DataLoader that ``loader_cfg`` describes, the way loadertune measured it.
+
+    As a ``DataLoader``, it takes the sampler it is given and adds none unless asked
+    (``shard=True``): Lightning's ``Trainer`` and Accelerate's ``prepare`` shard the loaders
+    they are handed, and a second sampler would halve each rank's share. Built without a
+    sampler of the caller's, it is a :class:`~loadertune.sharding.RankCheckedDataLoader`,
+    whose first epoch under several ranks warns when nothing sharded it.
 
     Args:
         dataset: any map-style dataset, or an ``IterableDataset`` (no sampler; its own
@@ -150,35 +157,41 @@ def build_dataloader(
             default your own modules (not the standard library's or an installed
             package's, such as ``os.system``) and ``torch.*``; a list of names or prefixes
             to allow more; True for any (a file you wrote or trust).
+        shard: under an initialised process group, give this rank its share with a
+            ``DistributedSampler`` (shuffled as ``loader.shuffle`` says; call
+            ``loader.sampler.set_epoch(epoch)`` each epoch). For a plain ``torchrun``
+            script; leave it off for a framework that shards (Lightning, Accelerate).
         **extra: passed to ``DataLoader`` unchanged (``sampler``, ``generator``...); a
             ``collate_fn`` or ``worker_init_fn`` given here wins over the config's path.
 
     Raises:
-        ConfigError: for settings PyTorch would reject, or a ``collate_fn`` or
-            ``worker_init_fn`` path that does not import or is not trusted, naming the key
-            and the fix.
+        ConfigError: for settings PyTorch would reject, a ``collate_fn`` or
+            ``worker_init_fn`` path that does not import or is not trusted, or ``shard``
+            beside a sampler of the caller's, naming the key and the fix.
     """
     from torch.utils.data import DataLoader
 
+    from loadertune.sharding import RankCheckedDataLoader
     from loadertune.user_code import loader_callables
 
     if isinstance(loader_cfg, str | os.PathLike):
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
     kwargs = dataloader_kwargs(effective) | loader_callables(effective, trust)
+    own = "sampler" in extra or "batch_sampler" in extra  # the caller's order and share
     if _streams(dataset):  # no sampler: the dataset orders and splits (and shuffles) itself
         kwargs.pop("shuffle")
-    elif "sampler" not in extra and "batch_sampler" not in extra:
-        sampler = _rank_sampler(dataset, effective, tuned_for(loader_cfg))
-        if sampler is not None:
-            extra = {**extra, "sampler": sampler}
+    elif not own:
+        _check_tuned_for(tuned_for(loader_cfg))
+    if shard:
+        extra = {**extra, "sampler": _rank_sampler(dataset, effective, extra)}
     if "sampler" in extra or "batch_sampler" in extra:
         kwargs.pop("shuffle", None)
     if "batch_sampler" in extra:
         for key in ("batch_size", "drop_last"):
             kwargs.pop(key)
     kwargs.update(extra)
-    return DataLoader(dataset, **kwargs)
+    return (DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
 
 
 def _streams(dataset: Any) -> bool:
@@ -188,27 +201,41 @@ def _streams(dataset: Any) -> bool:
     return isinstance(dataset, IterableDataset)
 
 
-def _rank_sampler(dataset: Any, loader: LoaderConfig, tuned: int) -> Any:
-    """Under an initialised process group, this rank's ``DistributedSampler`` (rank and world
-    from the group; call ``loader.sampler.set_epoch(epoch)`` each epoch to reshuffle); None
-    outside one. Settings tuned for another number of ranks per node are said so, once."""
+def _rank_sampler(dataset: Any, loader: LoaderConfig, extra: Mapping[str, Any]) -> Any:
+    """This rank's ``DistributedSampler`` (rank and world from the process group), asked for
+    with ``shard=True``; refused beside the caller's own sampler or outside a process group."""
     import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return None
     from torch.utils.data import DistributedSampler
 
-    world = dist.get_world_size()
-    if world != tuned:
-        import warnings
-
-        warnings.warn(
-            f"loadertune: these loader settings were tuned for {tuned} rank(s) per node "
-            f"({TUNED_FOR}={tuned}) and run on {world}: num_workers is per rank, so tune "
-            f"again with trial.nproc_per_node={world}",
-            stacklevel=3,
-        )
+    if "sampler" in extra or "batch_sampler" in extra:
+        raise ConfigError(
+            "shard", True, "adds a DistributedSampler, and a sampler was passed too",
+            "pass shard=True or your own sampler (already sharded), not both",
+        )  # fmt: skip
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ConfigError(
+            "shard", True, "needs an initialised torch.distributed process group",
+            "call torch.distributed.init_process_group() first (torchrun sets its variables)",
+        )  # fmt: skip
     return DistributedSampler(dataset, shuffle=loader.shuffle, drop_last=loader.drop_last)
+
+
+def _check_tuned_for(tuned: int) -> None:
+    """Under a process group, say when the settings were tuned for another number of ranks
+    per node (a loader given a sampler of the caller's is a trial's rank, or knows)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        world = dist.get_world_size()
+        if world != tuned:
+            import warnings
+
+            warnings.warn(
+                f"loadertune: these loader settings were tuned for {tuned} rank(s) per node "
+                f"({TUNED_FOR}={tuned}) and run on {world}: num_workers is per rank, so tune "
+                f"again with trial.nproc_per_node={world}",
+                stacklevel=3,
+            )
 
 
 def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:

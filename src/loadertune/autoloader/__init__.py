@@ -4,11 +4,13 @@ Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) �
 ``_driver`` (the loop: timing, switching, settling) → ``_probe`` (one probe loader and its
 faults) · ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence,
 report, on :mod:`loadertune.decision`) · ``_record`` (MLflow, best_loader.yaml) →
-``_schedule`` (guess, candidates, rounds).
+``_schedule`` (guess, candidates, rounds); ``_accelerate`` (Accelerate's prepared loader
+with an AutoLoader inside).
 """
 
 from __future__ import annotations
 
+from loadertune.autoloader._accelerate import prepare_autoloader
 from loadertune.autoloader._loader import AutoLoader
 
-__all__ = ["AutoLoader"]
+__all__ = ["AutoLoader", "prepare_autoloader"]

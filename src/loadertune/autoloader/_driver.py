@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -92,13 +92,30 @@ class Driver:
         self._since_start = 0  # batches since the live iterator started
         self._cpu0 = 0.0
         self._sched0: dict[int, Sched] = {}  # run-queue figures at the segment's start
+        self._pending: tuple[float, float, float, float] | None = None  # the batch out
 
-    def epoch(self, resume: bool) -> Generator[Any, None, None]:
-        """One epoch's batches, each index exactly once, timing the loop as it runs."""
+    def begin_epoch(self, resume: bool) -> None:
+        """Start an epoch (or, after a checkpoint, continue the one it was taken in)."""
         if not resume:
             self.plan.begin_epoch()
         for pool in self.pools.values():
             pool.end_epoch()  # a previous epoch may have been abandoned mid-way
+        self._pending = None
+
+    def next_batch(self) -> Any:
+        """The epoch's next batch, each index exactly once, timing the loop as it runs.
+
+        The wait is the time in here; the user's step, the time until the next call. An
+        error the dataset raised for one batch propagates with that batch spent, and the
+        epoch goes on at the next call.
+
+        Raises:
+            StopIteration: every batch of the epoch was delivered.
+        """
+        if self._pending is not None:
+            wait, wait_cpu, t1, c1 = self._pending
+            self._pending = None
+            self._count(wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
         while not self.plan.done:
             try:
                 probe = self._live_probe()
@@ -115,9 +132,16 @@ class Driver:
                 self._fault(str(fault))
                 continue
             wait, wait_cpu = self.clock() - t0, time.process_time() - c0
-            t1, c1 = self.clock(), time.process_time()
-            yield batch
-            self._count(wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
+            self._pending = (wait, wait_cpu, self.clock(), time.process_time())
+            return batch
+        self.leave_epoch()
+        raise StopIteration
+
+    def leave_epoch(self) -> None:
+        """The epoch ended, or was left before its end: a draining segment is booked with what
+        it measured (the last step, if the loop never came back for another batch, is not),
+        and the pools forget what they were handed."""
+        self._pending = None
         if self.draining:
             self._end_segment()
         for pool in self.pools.values():
@@ -133,8 +157,9 @@ class Driver:
                 setting = self.tuner.last_good()
             t0 = self.clock()
             self.probe = self.pools.get(setting) or Probe(
-                self.dataset, setting, self.plan, self.build, self._hang_limit()
-            )
+                self.dataset, setting, self.plan, self.build, self._hang_limit(),
+                self.user_timeout_s,
+            )  # fmt: skip
             self.pools[setting] = self.probe
             self._add_startup(self.clock() - t0)
         if not self.probe.running:

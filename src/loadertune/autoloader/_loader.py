@@ -6,39 +6,77 @@ from __future__ import annotations
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from torch.utils.data import DataLoader, Dataset
 
 from loadertune.autoloader._decision import Decision, report_text
 from loadertune.autoloader._driver import Driver
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
-from loadertune.autoloader._world import World, world
+from loadertune.autoloader._world import world
 from loadertune.errors import ConfigError
 from loadertune.machine import cpus_per_rank
+from loadertune.sharding import warn_if_unsharded
 
 if TYPE_CHECKING:
     import torch
-    from torch.utils.data import DataLoader, Dataset
 
 TUNED = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
+_NOT_ARGUMENTS = ("self", "dataset", "__class__")  # what ``locals()`` holds besides them
+_ORDER = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")  # a batch sampler's
 STATE_VERSION = 1
 
 
-class AutoLoader:
+class _InForce:
+    """A tuned ``DataLoader`` attribute: reads the value in force (the probe running, or the
+    settled choice); assigned only while ``DataLoader.__init__`` runs.
+
+    The instance's own ``__dict__`` keeps only what the caller fixed, as passed: a framework
+    that re-creates the loader from its attributes (Lightning's ``_update_dataloader``) passes
+    those again and leaves the rest to tune.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, loader: AutoLoader | None, owner: type) -> Any:
+        if loader is None:
+            return self
+        if not loader._built:
+            return loader.__dict__.get(self.name)
+        return loader._in_force()[self.name]
+
+    def __set__(self, loader: AutoLoader, value: Any) -> None:
+        if loader._built:
+            raise ValueError(
+                f"{self.name} attribute should not be set after AutoLoader is initialized: "
+                f"AutoLoader tunes it. Fix: pass {self.name}={value!r} to AutoLoader(...), "
+                "which keeps it fixed"
+            )
+        loader.__dict__[self.name] = value
+
+
+class AutoLoader(DataLoader):  # type: ignore[type-arg]
     """A ``DataLoader`` that finds its fastest cheap settings inside your training loop.
 
     Tunes ``num_workers``, ``prefetch_factor``, ``persistent_workers`` and (on an
     accelerator) ``pin_memory``; any of them passed explicitly stays fixed. The first
     ``tune_steps`` training steps probe settings in interleaved segments, timed from your
-    own loop; every epoch still delivers each index exactly once.
+    own loop; every epoch still delivers each index exactly once. It is a
+    ``torch.utils.data.DataLoader``: its arguments are checked as ``DataLoader`` checks them,
+    its attributes read the values in force, and Lightning re-creates it with its sampler.
+    Accelerate would re-create it as a plain ``DataLoader``: use :func:`prepare_autoloader`.
 
-    Under an initialised ``torch.distributed`` process group every rank probes the same
-    settings over the same steps, rank 0 decides from the slowest rank's times, and every
-    rank settles on its decision at the same step; only rank 0 records and exports. Build it
-    on every rank with the same arguments (a ``DistributedSampler`` gives each its share).
+    Under an initialised ``torch.distributed`` process group (found at the first epoch) every
+    rank probes the same settings over the same steps, rank 0 decides from the slowest rank's
+    times, and every rank settles on its decision at the same step; only rank 0 records and
+    exports. Build it on every rank with the same arguments and a sampler that gives each its
+    share (a ``DistributedSampler``, or the one Lightning or Accelerate puts in); an epoch on
+    several ranks with none warns once.
 
     Args:
         dataset: a map-style dataset (an ``IterableDataset`` is refused with a
@@ -48,7 +86,8 @@ class AutoLoader:
             measured; the default, ``num_workers=0`` unless given, is kept).
         max_workers: most workers probed (default 8 per usable CPU, at most 64).
         probe_timeout_s: a probe's batch later than this (or 20 x the measured load time,
-            whichever is longer) marks the probe hung.
+            whichever is longer) marks the probe hung; a ``timeout`` below it is yours and
+            raises as a ``DataLoader``'s does.
         memory_limit_mb: a probe whose process tree exceeds this is dropped (default: what
             is resident now plus 80% of the memory available).
         device: where batches go; ``pin_memory`` is probed only for an accelerator.
@@ -59,15 +98,37 @@ class AutoLoader:
             tracking server that does not answer within 5 s now is warned of and not used.
         candidates: settings to compare instead of those around the model guess.
         clock: seconds, for the timing (tests inject a fake one).
-        **kwargs: the rest of ``DataLoader``'s arguments, unchanged.
+
+    The other arguments are ``DataLoader``'s, with its defaults; the four tuned ones default
+    to None (tune it).
     """
+
+    num_workers = _InForce()
+    prefetch_factor = _InForce()
+    persistent_workers = _InForce()
+    pin_memory = _InForce()
+    _built = False
 
     def __init__(
         self,
         dataset: Dataset[Any],
         batch_size: int | None = 1,
         shuffle: bool | None = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool | None = None,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
         *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool | None = None,
+        pin_memory_device: str = "",
+        in_order: bool = True,
         tune_steps: int = 200,
         max_workers: int | None = None,
         probe_timeout_s: float = 10.0,
@@ -77,102 +138,141 @@ class AutoLoader:
         track: bool | None = None,
         candidates: list[Mapping[str, Any]] | None = None,
         clock: Callable[[], float] = time.perf_counter,
-        **kwargs: Any,
     ) -> None:
-        from torch.utils.data import DataLoader
-
-        _check_inputs(dataset, kwargs)
-        self.dataset = dataset
-        self.fixed = {k: kwargs.pop(k) for k in TUNED if k in kwargs}
-        self._timeout = float(kwargs.pop("timeout", 0.0))
-        self._context = kwargs.pop("multiprocessing_context", None)
-        self._extra = {
-            k: kwargs.pop(k) for k in ("collate_fn", "worker_init_fn", "pin_memory_device")
-            if k in kwargs
-        }  # fmt: skip
-        self._template = DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, **kwargs)
-        if self._template.batch_sampler is None:
+        self._arguments = {k: v for k, v in locals().items() if k not in _NOT_ARGUMENTS}
+        _check_inputs(dataset, in_order)
+        given = dict(num_workers=num_workers, prefetch_factor=prefetch_factor,
+                     persistent_workers=persistent_workers, pin_memory=pin_memory)  # fmt: skip
+        self.fixed = {k: v for k, v in given.items() if v is not None}
+        super().__init__(
+            dataset,
+            batch_size,
+            shuffle,
+            sampler,
+            batch_sampler,
+            _workers_to_check(self.fixed, multiprocessing_context),
+            collate_fn,
+            bool(pin_memory),
+            drop_last,
+            timeout,
+            worker_init_fn,
+            multiprocessing_context,
+            generator,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=bool(persistent_workers),
+            pin_memory_device=pin_memory_device,
+            in_order=in_order,
+        )  # fmt: skip: DataLoader checks every argument, with its own errors
+        for key in TUNED:  # what the check set, replaced by what was given
+            self.__dict__.pop(key, None)
+        self.__dict__.update(self.fixed)
+        if self.batch_sampler is None:
             raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
-        index = self._template.batch_sampler  # the user's, or the one DataLoader built
-        self.batch_size: int = getattr(index, "batch_size", None) or batch_size or 1
-        self.shuffle = bool(shuffle)
-        self.drop_last: bool = getattr(index, "drop_last", self._template.drop_last)
+        index = self.batch_sampler  # the user's, or the one DataLoader built
+        self._batch: int = getattr(index, "batch_size", None) or batch_size or 1
+        self._drop_last: bool = getattr(index, "drop_last", drop_last)
+        self._context = _start_method(multiprocessing_context)
+        self.shuffle = shuffle
+        self.tune_steps, self.max_workers, self.candidates = tune_steps, max_workers, candidates
+        self.probe_timeout_s, self.memory_limit_mb = probe_timeout_s, memory_limit_mb
+        self.device, self.clock = device, clock
         from loadertune.autoloader import _record
 
-        self.device = device
         self.export = None if export is None else _record.check_export(export)
-        self.track = _record.tracking_wanted(track)
-        self.generator = kwargs.get("generator")
-        self._plan = IndexPlan(self._template.batch_sampler, self.generator)
-        self._world: World = world()
-        self._tuner = _tuner(
-            tune_steps, max_workers, device, self.fixed, candidates, self._world.local_size
-        )
-        limit = memory_limit_mb or _default_memory_limit()
-        me = weakref.ref(self)  # no cycle: dropped, it stops its workers as a DataLoader does
-        self._driver = Driver(
-            dataset, self._plan, self._tuner,
-            lambda s, sampler, t: _alive(me)._build(s, sampler, t),
-            clock, probe_timeout_s, limit,
-            lambda decision: _alive(me)._on_settle(decision), self._world,
-        )  # fmt: skip
-        self._driver.user_timeout_s = self._timeout
-        if tune_steps <= 0:
-            self._driver.resume_settled(Setting().fixed(self.fixed), None)
-        self._resume = False
-        self._live: weakref.ReferenceType[Generator[Any, None, None]] | None = None  # iterating
+        self.track = _record.tracking_wanted(track)  # as a re-creation passes it: checked
+        self._plan = IndexPlan(self.batch_sampler, generator)
+        self._driver: Driver | None = None  # at the first epoch, when the ranks are known
+        self._live: weakref.ReferenceType[Epoch] | None = None  # the epoch being iterated
         self.run_id: str | None = None
+        self._built = True
+
+    @property
+    def _is_accelerate_prepared(self) -> bool:
+        """Refuse ``accelerator.prepare(loader)``: Accelerate reads this first, then would
+        re-create the loader as a plain, untuned ``DataLoader``."""
+        from loadertune.autoloader._accelerate import refusal
+
+        raise refusal()
+
+    def with_batches(self, dataset: Dataset[Any], batch_sampler: Any) -> AutoLoader:
+        """An AutoLoader of these arguments over another dataset and batch sampler: the share
+        a framework cut for this process (:func:`prepare_autoloader` puts Accelerate's in)."""
+        keep = {k: v for k, v in self._arguments.items() if k not in _ORDER}
+        return type(self)(dataset, batch_sampler=batch_sampler, **keep)
+
+    def _tuning(self) -> Driver:
+        """The tuning loop, made at the first epoch: the ranks are known by then (a process
+        group initialised after the loader was built counts)."""
+        if self._driver is None:
+            self._world = world()
+            self._tuner = _tuner(
+                self.tune_steps, self.max_workers, self.device, self.fixed, self.candidates,
+                self._world.local_size,
+            )  # fmt: skip
+            limit = self.memory_limit_mb or _default_memory_limit()
+            me = weakref.ref(self)  # no cycle: dropped, it stops its workers as a DataLoader does
+            self._driver = Driver(
+                self.dataset, self._plan, self._tuner,
+                lambda s, sampler, t: _alive(me)._build(s, sampler, t),
+                self.clock, self.probe_timeout_s, limit,
+                lambda decision: _alive(me)._on_settle(decision), self._world,
+            )  # fmt: skip
+            self._driver.user_timeout_s = float(self.timeout)
+            if self.tune_steps <= 0:
+                self._driver.resume_settled(Setting().fixed(self.fixed), None)
+        return self._driver
 
     def close(self) -> None:
         """Stop every worker now (probes and the chosen loader); iterating starts them again."""
-        self._driver.close()
+        if self._driver is not None:
+            self._driver.close()
 
-    def __len__(self) -> int:
-        return len(self._template)
-
-    @property
-    def sampler(self) -> Any:
-        """The sampler, as a ``DataLoader``'s (``loader.sampler.set_epoch(epoch)`` works)."""
-        return self._template.sampler
-
-    @property
-    def batch_sampler(self) -> Any:
-        """The batch sampler the epochs' order is drawn from, as a ``DataLoader``'s."""
-        return self._template.batch_sampler
-
-    def __iter__(self) -> Iterator[Any]:
-        """An epoch's batches. One iterator at a time: they share the epoch's index plan, so a
-        second one would take the first one's batches (each index is delivered once)."""
-        import inspect
-
+    def __iter__(self) -> Epoch:  # type: ignore[override]
+        """An epoch's batches. A new epoch releases the iterator before it: one whose batches
+        were all taken (a framework that stops after ``len(loader)``) or one left mid-way."""
         live = self._live() if self._live is not None else None
-        if live is not None and inspect.getgeneratorstate(live) == inspect.GEN_SUSPENDED:
-            raise RuntimeError(
-                "AutoLoader: an iterator of this loader is still live mid-epoch; a second one "
-                "would take its batches (each index is delivered once per epoch). Fix: finish "
-                "or leave the first loop (break, or del the iterator) before iterating again, "
-                "or build a second AutoLoader for a second pass"
-            )
+        if live is not None:
+            live.close()
+        driver = self._tuning()
+        if self._world.size > 1:
+            warn_if_unsharded(self)
         resume, self._resume = self._resume, False
-        it = self._driver.epoch(resume)
-        self._live = weakref.ref(it)
-        return it
+        epoch = Epoch(self, driver, resume)
+        self._live = weakref.ref(epoch)
+        return epoch
 
-    def _build(self, setting: Setting, sampler: PlanSampler, timeout_s: float) -> DataLoader[Any]:
-        """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``."""
-        import torch
+    _resume = False  # the next epoch continues the one a checkpoint was taken in
 
+    def _build(self, setting: Setting, sampler: PlanSampler, hang_s: float) -> DataLoader[Any]:
+        """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``,
+        with the ``collate_fn``, ``worker_init_fn`` and ``timeout`` in force."""
         from loadertune.loader import build_dataloader
 
-        cfg = loader_settings(setting, self.batch_size, False, self.drop_last, self._context)
-        seed = torch.Generator().manual_seed(self._plan.base_seed)  # the workers' seeds
+        cfg = loader_settings(setting, self._batch, False, self._drop_last, self._context)
+        limits = [t for t in (hang_s, float(self.timeout)) if t > 0]
         with warnings.catch_warnings():  # more workers than cores is what I/O-bound loads need
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             return build_dataloader(
-                self.dataset, cfg, self.device, batch_sampler=sampler, generator=seed,
-                timeout=max(timeout_s, self._timeout) if timeout_s else self._timeout,
-                **self._extra,
+                self.dataset, cfg, self.device, batch_sampler=sampler,
+                timeout=min(limits) if limits else 0.0, collate_fn=self.collate_fn,
+                worker_init_fn=self.worker_init_fn, pin_memory_device=self.pin_memory_device,
             )  # fmt: skip
+
+    def _setting(self) -> Setting:
+        """The setting in force: settled, or the probe's, or (before any) the fixed values."""
+        d = self._driver
+        if d is not None and (d.settled or d.segment):
+            return d.settled or d.segment.setting  # type: ignore[union-attr]
+        return Setting().fixed(self.fixed)
+
+    def _in_force(self) -> dict[str, Any]:
+        """The ``DataLoader`` settings in force, ``pin_memory`` only where it pins."""
+        from loadertune.loader import accelerator_available
+
+        cfg = loader_settings(self._setting(), self._batch, bool(self.shuffle),
+                              self._drop_last, self._context)  # fmt: skip
+        cfg["pin_memory"] = cfg["pin_memory"] and accelerator_available(self.device)
+        return cfg
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -181,19 +281,18 @@ class AutoLoader:
 
         from loadertune.loader import effective_settings
 
-        d = self._driver
-        setting = d.settled or (d.segment.setting if d.segment else Setting().fixed(self.fixed))
-        cfg = loader_settings(setting, self.batch_size, self.shuffle, self.drop_last, self._context)
+        cfg = loader_settings(self._setting(), self._batch, bool(self.shuffle),
+                              self._drop_last, self._context)  # fmt: skip
         return asdict(effective_settings(cfg, self.device))
 
     @property
     def decision(self) -> Decision | None:
         """What the tuning found, once settled."""
-        return self._driver.decision
+        return self._driver.decision if self._driver is not None else None
 
     def report(self) -> str:
         """What was tried, measured and why the choice, in a few lines."""
-        return report_text(self._driver.decision, self._tuner)
+        return report_text(self.decision, self._tuning().tuner)
 
     def _on_settle(self, decision: Decision) -> None:
         """Record and export, once, on rank 0; a failing record warns but never stops training."""
@@ -224,14 +323,14 @@ class AutoLoader:
 
         from loadertune.autoloader._state import tuner_state
 
-        d = self._driver
+        d = self._tuning()
         return {
             "version": STATE_VERSION,
             "_num_yielded": self._plan.num_delivered,
             "_iterator_finished": self._plan.done,
             "plan": self._plan.state(),
             "settled": asdict(d.settled) if d.settled else None,
-            "tuner": tuner_state(self._tuner, d.segment),
+            "tuner": tuner_state(d.tuner, d.segment),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -240,15 +339,48 @@ class AutoLoader:
         from loadertune.autoloader._state import check_version
 
         check_version(state, STATE_VERSION)
+        d = self._tuning()
         self._plan.restore(state["plan"])
-        self._tuner.restore(state["tuner"])
+        d.tuner.restore(state["tuner"])
         if state["settled"] is not None:
             from loadertune.machine import usable_cpus
 
             cpus = usable_cpus()  # the node's, as at settling
-            decision = decide(self._tuner, cpus) if self._tuner.measures else None
-            self._driver.resume_settled(Setting(**state["settled"]), decision)
+            decision = decide(d.tuner, cpus) if d.tuner.measures else None
+            d.resume_settled(Setting(**state["settled"]), decision)
         self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
+
+
+class Epoch:
+    """One epoch's iterator. It holds its AutoLoader (``for b in AutoLoader(...)`` needs no
+    other reference), and an error in one batch leaves it going, as a ``DataLoader``'s
+    iterator does: that batch is spent, the next ``next()`` brings the one after."""
+
+    def __init__(self, loader: AutoLoader, driver: Driver, resume: bool) -> None:
+        self._loader, self._driver = loader, driver
+        driver.begin_epoch(resume)
+        self._open = True
+
+    def __iter__(self) -> Epoch:
+        return self
+
+    def __next__(self) -> Any:
+        if not self._open:
+            raise StopIteration
+        try:
+            return self._driver.next_batch()
+        except StopIteration:
+            self._open = False
+            raise
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def close(self) -> None:
+        """Release the epoch left before its end: a new one starts at the next ``iter()``."""
+        if self._open:
+            self._open = False
+            self._driver.leave_epoch()
 
 
 def _alive(ref: weakref.ReferenceType[AutoLoader]) -> AutoLoader:
@@ -296,7 +428,7 @@ ITERABLE_REFUSED = (
 )
 
 
-def _check_inputs(dataset: Dataset[Any], kwargs: Mapping[str, Any]) -> None:
+def _check_inputs(dataset: Dataset[Any], in_order: bool) -> None:
     """Refuse what AutoLoader cannot tune and still deliver each sample once per epoch."""
     from torch.utils.data import IterableDataset
 
@@ -308,5 +440,22 @@ def _check_inputs(dataset: Dataset[Any], kwargs: Mapping[str, Any]) -> None:
             "tune it with a sweep (loadertune -m dataset=custom dataset._target_=<your class>) "
             "and build its loader with build_dataloader(dataset, 'best_loader.yaml')",
         )
-    if kwargs.get("in_order", True) is False:
+    if in_order is False:
         raise ValueError("AutoLoader needs in_order=True to know which batches arrived")
+
+
+def _workers_to_check(fixed: Mapping[str, Any], context: Any) -> int:
+    """The ``num_workers`` ``DataLoader.__init__`` checks the other arguments against: the
+    fixed count, else one where an argument needs workers (the probes with workers use it)."""
+    if "num_workers" in fixed:
+        return fixed["num_workers"]  # type: ignore[no-any-return]
+    needs = fixed.get("prefetch_factor") is not None or fixed.get("persistent_workers")
+    return 1 if needs or context is not None else 0
+
+
+def _start_method(context: Any) -> str | None:
+    """A ``multiprocessing_context`` as ``build_dataloader`` takes it: a start method's name
+    (a context object, as a framework re-creating the loader passes it, by its name)."""
+    if context is None or isinstance(context, str):
+        return context
+    return str(context.get_start_method())

@@ -35,6 +35,7 @@ class IndexPlan:
         self.num_delivered = 0
         self._rng: torch.Tensor | None = None
         self._sampler_epoch: int | None = None  # a DistributedSampler's epoch at the draw
+        self._starts = 0  # loaders started in this epoch, each with workers seeded anew
 
     def begin_epoch(self) -> None:
         """Draw the next epoch's order (a DataLoader's draws, in its order)."""
@@ -47,6 +48,15 @@ class IndexPlan:
         self._rng = self._rng_state()
         self._sampler_epoch = getattr(self._epoch_sampler(), "epoch", None)
         self._set_batches([list(b) for b in self._sampler])
+
+    def worker_seeds(self) -> torch.Generator:
+        """The generator a loader started now seeds its workers from: the k-th start in the
+        epoch from ``base_seed + k``, so no two starts draw the same random streams (a
+        ``DataLoader`` starts once an epoch, from a base seed of its own each epoch)."""
+        import torch
+
+        self._starts += 1
+        return torch.Generator().manual_seed((self.base_seed + self._starts - 1) % 2**64)
 
     def _epoch_sampler(self) -> Any:
         """The sampler whose ``set_epoch`` orders the epoch, if it has one."""
@@ -65,6 +75,7 @@ class IndexPlan:
         self.pending = deque(range(len(batches)))
         self._delivered = bytearray(len(batches))
         self.num_delivered = 0
+        self._starts = 0
 
     @property
     def done(self) -> bool:

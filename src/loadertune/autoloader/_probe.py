@@ -80,11 +80,14 @@ class Probe:
         plan: IndexPlan,
         build: Callable[[Setting, PlanSampler, float], DataLoader[Any]],
         timeout_s: float,
+        user_timeout_s: float = 0.0,
     ) -> None:
         self.setting = setting
+        self.plan = plan
         self.sampler = PlanSampler(plan)
         self.loader = build(setting, self.sampler, timeout_s if setting.num_workers else 0.0)
         self.timeout_s = timeout_s
+        self.user_timeout_s = user_timeout_s  # the DataLoader ``timeout`` the user passed
         self._it: Any = None
 
     def start(self, guarded: bool) -> None:
@@ -100,6 +103,7 @@ class Probe:
         if lost:
             raise ProbeFault(lost)
         self.sampler.open = True
+        self.loader.generator = self.plan.worker_seeds()  # fresh workers: streams of their own
         try:
             with warnings.catch_warnings():  # more workers than cores is what I/O needs
                 warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -143,9 +147,14 @@ class Probe:
             raise
         except FETCH_ERRORS as err:
             fault = self._fault(time.monotonic() - started, err)
-            if fault is None:
-                raise
-            raise ProbeFault(fault) from err
+            if fault is not None:
+                raise ProbeFault(fault) from err
+            if not _timed_out(err):
+                self.sampler.deliver_next()  # the dataset's error: its batch is spent
+            raise
+        except Exception:
+            self.sampler.deliver_next()  # the dataset's error, as a DataLoader's iterator goes on
+            raise
         self.sampler.deliver_next()
         return batch
 
@@ -167,6 +176,8 @@ class Probe:
             return _exits(dead)
         if transfer:
             return f"a batch could not be received from its worker ({type(err).__name__}: {err})"
+        if self.user_timeout_s and self.user_timeout_s <= self.timeout_s:
+            return None  # the user's own timeout: raised as a DataLoader raises it
         if self.setting.num_workers and self.timeout_s and waited_s >= 0.95 * self.timeout_s:
             return f"no batch within {self.timeout_s:.0f} s (hung)"
         return None
@@ -206,6 +217,11 @@ class Probe:
         """The epoch ended or was abandoned: forget what was handed out, keep the workers."""
         self._it = None
         self.sampler.handed, self.sampler.delivered = [], 0
+
+
+def _timed_out(err: BaseException) -> bool:
+    """``DataLoader``'s own timeout error: no batch arrived, none was spent."""
+    return isinstance(err, RuntimeError) and str(err).startswith("DataLoader timed out after")
 
 
 def _exits(dead: list[Any]) -> str:

@@ -270,3 +270,18 @@ def test_workers_queued_for_a_cpu_are_counted() -> None:
     two = [m for m in auto._tuner.measures if m.setting.num_workers == 2 and m.round >= 0]
     assert two and all(m.queued_s is not None and m.queued_s > 0 for m in two)
     assert auto.decision is not None and "cpu_wait_procs" in auto.decision.evidence
+
+
+def test_the_report_says_only_what_was_measured() -> None:
+    """Nothing compared: the report says so, never "fastest measured"; compared: the chosen
+    row says chosen, and no row says both chosen and out of the race."""
+    untuned = AutoLoader(Numbers(40), batch_size=4, tune_steps=8, candidates=[W0, W1])
+    epochs(untuned, 1)
+    text = untuned.report()
+    assert "fastest measured" not in text
+    assert "no two settings were compared" in text
+    tuned = AutoLoader(Numbers(40), batch_size=2, tune_steps=60, candidates=[W0, W1])
+    epochs(tuned, 3)
+    rows = [line for line in tuned.report().splitlines() if line.startswith("w")]
+    chosen = [r for r in rows if r.endswith("chosen")]
+    assert len(chosen) == 1 and chosen[0].startswith(tuned.decision.chosen.name + " ")

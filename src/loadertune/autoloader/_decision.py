@@ -153,7 +153,10 @@ def probe_rows(tuner: Tuner) -> list[dict[str, object]]:
     return out
 
 
-def _note(row: dict[str, object]) -> str:
+def _note(row: dict[str, object], chosen: str) -> str:
+    """The row's note: chosen, or why it stopped being measured (never both)."""
+    if row["setting"] == chosen:
+        return "chosen"
     if row["failed"]:
         return f"dropped: {row['failed']}"
     return f"raced out: {row['raced']}" if row["raced"] else ""
@@ -169,24 +172,36 @@ def report_text(decision: Decision | None, tuner: Tuner) -> str:
             f"ms/batch on {g.cpu_share_of_loading:.1f} cores, step {g.step_ms:.1f} ms on "
             f"{g.step_cpu_cores:.1f} cores"
         )
+    chosen = decision.chosen.name if decision is not None else ""
     lines.append("setting      steps  ms/batch  wait  start-up  peak MB  note")
     for r in probe_rows(tuner):
         lines.append(
             f"{r['setting']:<12} {r['steps']:>5}  {r['ms_per_batch']:>8.2f}  "
             f"{r['wait_share']:>4.0%}  {r['startup_s']:>7.2f}s  {r['peak_rss_mb']:>7.0f}  "
-            f"{_note(r)}"
+            f"{_note(r, chosen)}"
         )
     if decision is None:
         lines.append("still tuning")
         return "\n".join(lines)
     d = decision
-    head = (
-        f"chosen: {d.chosen.name} (fastest measured)"
-        if _same(d.chosen, d.fastest)
-        else f"chosen: {d.chosen.name}, the cheapest within noise ({d.noise:.1%}) of the "
-        f"fastest {d.fastest.name} ({d.ratio - 1:+.1%})"
-    )
-    lines += [head, f"confidence: {d.assurance.level}. {d.assurance.why}"]
+    lines += [_head(d, tuner), f"confidence: {d.assurance.level}. {d.assurance.why}"]
     if d.bottleneck:
         lines.append(f"bottleneck: {d.bottleneck}: {d.why}")
     return "\n".join(lines)
+
+
+def _head(d: Decision, tuner: Tuner) -> str:
+    """How the choice was made, in the words its measurements allow."""
+    if len(tuner.compared()) < 2:
+        measured = {m.setting.name for m in tuner.measures if m.steps and not m.failed}
+        if d.chosen.name in measured:
+            how = "the only setting measured"
+        else:
+            how = "not measured: the model guess" if tuner.guess else "not measured: the default"
+        return f"chosen: {d.chosen.name} ({how}; no two settings were compared)"
+    if _same(d.chosen, d.fastest):
+        return f"chosen: {d.chosen.name} (fastest measured)"
+    return (
+        f"chosen: {d.chosen.name}, the cheapest within noise ({d.noise:.1%}) of the "
+        f"fastest {d.fastest.name} ({d.ratio - 1:+.1%})"
+    )

@@ -249,7 +249,7 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         from loadertune.loader import build_dataloader
 
         cfg = loader_settings(setting, self._batch, False, self._drop_last, self._context)
-        limits = [t for t in (hang_s, float(self.timeout)) if t > 0]
+        limits = [t for t in (hang_s, self.timeout) if t > 0 and setting.num_workers]
         with warnings.catch_warnings():  # more workers than cores is what I/O-bound loads need
             warnings.filterwarnings("ignore", message="This DataLoader will create")
             return build_dataloader(

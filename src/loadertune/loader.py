@@ -174,6 +174,7 @@ def build_dataloader(
     from loadertune.sharding import RankCheckedDataLoader
     from loadertune.user_code import loader_callables
 
+    tuned = isinstance(loader_cfg, str | os.PathLike) or TUNED_FOR in _keys(loader_cfg)
     if isinstance(loader_cfg, str | os.PathLike):
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
@@ -181,7 +182,7 @@ def build_dataloader(
     own = "sampler" in extra or "batch_sampler" in extra  # the caller's order and share
     if _streams(dataset):  # no sampler: the dataset orders and splits (and shuffles) itself
         kwargs.pop("shuffle")
-    elif not own:
+    elif not own and tuned:  # a tuned file's settings, not a hand-written dict
         _check_tuned_for(tuned_for(loader_cfg))
     if shard:
         extra = {**extra, "sampler": _rank_sampler(dataset, effective, extra)}
@@ -192,6 +193,11 @@ def build_dataloader(
             kwargs.pop(key)
     kwargs.update(extra)
     return (DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
+
+
+def _keys(cfg: LoaderSource) -> list[str]:
+    """The keys of settings given as a mapping (none for a ``LoaderConfig``)."""
+    return [] if isinstance(cfg, LoaderConfig | str | os.PathLike) else list(dict(cfg))
 
 
 def _streams(dataset: Any) -> bool:

@@ -43,8 +43,10 @@ def prepare_autoloader(accelerator: Any, loader: AutoLoader) -> DataLoader[Any]:
 
     Returns:
         What ``accelerator.prepare`` returns for a ``DataLoader`` (batches on
-        ``accelerator.device``, this process's share), iterating an AutoLoader; the
-        AutoLoader is its ``base_dataloader`` (``settings``, ``decision``, ``report()``).
+        ``accelerator.device``, this process's share), iterating an AutoLoader of
+        ``loader``'s arguments over that share: its ``base_dataloader``, whose ``settings``,
+        ``decision`` and ``report()`` the prepared loader answers too. ``loader`` itself is
+        not iterated: use what this returns.
     """
     from loadertune.autoloader._loader import AutoLoader
 

@@ -198,7 +198,9 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         """An AutoLoader of these arguments over another dataset and batch sampler: the share
         a framework cut for this process (:func:`prepare_autoloader` puts Accelerate's in)."""
         keep = {k: v for k, v in self._arguments.items() if k not in _ORDER}
-        return type(self)(dataset, batch_sampler=batch_sampler, **keep)
+        share = type(self)(dataset, batch_sampler=batch_sampler, **keep)
+        share.shuffle = self.shuffle  # the share's order is still this one's: exported so
+        return share
 
     def _tuning(self) -> Driver:
         """The tuning loop, made at the first epoch: the ranks are known by then (a process

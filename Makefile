@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" "torch==$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])')"
 	touch $@
 	@echo "set up: run 'source $(VENV)/bin/activate' to put loadertune on PATH (or call $(VENV)/bin/loadertune)"
 

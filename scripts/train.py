@@ -85,11 +85,11 @@ def train(cfg: DictConfig) -> float:
             config.dataset.name,
             getattr(dataset, "vocab_size", None),
         )
-        if world > 1:  # paced as DDP paces it; build_dataloader gives each rank its share
+        if world > 1:  # paced as DDP paces it; shard=True gives each rank its share
             from loadertune.ranks.pacing import distribute
 
             step = distribute(step, device, lambda: None)
-        loader = build_dataloader(dataset, cfg.loader, device)  # with what it was tuned for
+        loader = build_dataloader(dataset, cfg.loader, device, shard=world > 1)  # as tuned
         if tracked:
             settings = flatten(dict(cfg.loader))
             mlflow.log_params({f"loader.{k}": param_text(v) for k, v in settings.items()})

@@ -2,35 +2,22 @@
 
 ``accelerator.prepare(loader)`` re-creates a ``DataLoader`` from its attributes as a plain
 one (``DataLoaderShard`` over a new ``torch.utils.data.DataLoader``): an AutoLoader would
-lose its tuning there, so it refuses (:func:`refusal`, from the one attribute Accelerate
-reads first). :func:`prepare_autoloader` lets Accelerate prepare a plain loader of the same
-arguments, which gives this process its shard (``BatchSamplerShard``), the device placement,
-the RNG synchronisation and the gradient-accumulation state, then puts an AutoLoader of the
-same arguments over that shard as the loader it iterates.
+lose its tuning there, so it refuses (``_contract.accelerate_refusal``, from the one
+attribute Accelerate reads first). :func:`prepare_autoloader` lets Accelerate prepare a
+plain loader of the same arguments, which gives this process its shard
+(``BatchSamplerShard``), the device placement, the RNG synchronisation and the
+gradient-accumulation state, then puts an AutoLoader of the same arguments over that shard
+as the loader it iterates.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch.utils.data import DataLoader
 
+from loadertune.autoloader._loader import AutoLoader
 from loadertune.errors import ConfigError
-
-if TYPE_CHECKING:
-    from loadertune.autoloader._loader import AutoLoader
-
-FIX = "loader = loadertune.prepare_autoloader(accelerator, loader), then prepare the rest"
-
-
-def refusal() -> ConfigError:
-    """Why ``accelerator.prepare`` may not take an AutoLoader, and the fix."""
-    return ConfigError(
-        "loader", "AutoLoader(...)",
-        "accelerator.prepare would re-create it as a plain DataLoader (untuned, "
-        "num_workers=0 or the fixed value)",
-        FIX,
-    )  # fmt: skip
 
 
 def prepare_autoloader(accelerator: Any, loader: AutoLoader) -> DataLoader[Any]:
@@ -48,8 +35,6 @@ def prepare_autoloader(accelerator: Any, loader: AutoLoader) -> DataLoader[Any]:
         ``decision`` and ``report()`` the prepared loader answers too. ``loader`` itself is
         not iterated: use what this returns.
     """
-    from loadertune.autoloader._loader import AutoLoader
-
     if not isinstance(loader, AutoLoader):
         raise ConfigError(
             "loader", type(loader).__name__, "is not an AutoLoader",

@@ -12,52 +12,32 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, Dataset
 
+from loadertune.autoloader._contract import (
+    TUNED,
+    Epoch,
+    InForce,
+    accelerate_refusal,
+    check_inputs,
+    checked_arguments,
+    start_method,
+)
 from loadertune.autoloader._decision import Decision, report_text
 from loadertune.autoloader._driver import Driver
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
 from loadertune.autoloader._world import world
-from loadertune.errors import ConfigError
 from loadertune.machine import cpus_per_rank
 from loadertune.sharding import warn_if_unsharded
 
 if TYPE_CHECKING:
     import torch
 
-TUNED = ("num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 _NOT_ARGUMENTS = ("self", "dataset", "__class__")  # what ``locals()`` holds besides them
 _ORDER = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last")  # a batch sampler's
+KEPT = ("shuffle", "tune_steps", "max_workers", "candidates", "probe_timeout_s",
+        "memory_limit_mb", "device", "clock")  # fmt: skip
 STATE_VERSION = 1
-
-
-class _InForce:
-    """A tuned ``DataLoader`` attribute: reads the value in force (the probe running, or the
-    settled choice); assigned only while ``DataLoader.__init__`` runs.
-
-    The instance's own ``__dict__`` keeps only what the caller fixed, as passed: a framework
-    that re-creates the loader from its attributes (Lightning's ``_update_dataloader``) passes
-    those again and leaves the rest to tune.
-    """
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, loader: AutoLoader | None, owner: type) -> Any:
-        if loader is None:
-            return self
-        if not loader._built:
-            return loader.__dict__.get(self.name)
-        return loader._in_force()[self.name]
-
-    def __set__(self, loader: AutoLoader, value: Any) -> None:
-        if loader._built:
-            raise ValueError(
-                f"{self.name} attribute should not be set after AutoLoader is initialized: "
-                f"AutoLoader tunes it. Fix: pass {self.name}={value!r} to AutoLoader(...), "
-                "which keeps it fixed"
-            )
-        loader.__dict__[self.name] = value
 
 
 class AutoLoader(DataLoader):  # type: ignore[type-arg]
@@ -103,10 +83,18 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     to None (tune it).
     """
 
-    num_workers = _InForce()
-    prefetch_factor = _InForce()
-    persistent_workers = _InForce()
-    pin_memory = _InForce()
+    shuffle: bool | None
+    tune_steps: int
+    max_workers: int | None
+    candidates: list[Mapping[str, Any]] | None
+    probe_timeout_s: float
+    memory_limit_mb: float | None
+    device: torch.device | str | None
+    clock: Callable[[], float]
+    num_workers = InForce()
+    prefetch_factor = InForce()
+    persistent_workers = InForce()
+    pin_memory = InForce()
     _built = False
 
     def __init__(
@@ -140,59 +128,41 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._arguments = {k: v for k, v in locals().items() if k not in _NOT_ARGUMENTS}
-        _check_inputs(dataset, in_order)
-        given = dict(num_workers=num_workers, prefetch_factor=prefetch_factor,
-                     persistent_workers=persistent_workers, pin_memory=pin_memory)  # fmt: skip
-        self.fixed = {k: v for k, v in given.items() if v is not None}
-        super().__init__(
-            dataset,
-            batch_size,
-            shuffle,
-            sampler,
-            batch_sampler,
-            _workers_to_check(self.fixed, multiprocessing_context),
-            collate_fn,
-            bool(pin_memory),
-            drop_last,
-            timeout,
-            worker_init_fn,
-            multiprocessing_context,
-            generator,
-            prefetch_factor=prefetch_factor,
-            persistent_workers=bool(persistent_workers),
-            pin_memory_device=pin_memory_device,
-            in_order=in_order,
-        )  # fmt: skip: DataLoader checks every argument, with its own errors
+        check_inputs(dataset, in_order)
+        self.fixed = {k: self._arguments[k] for k in TUNED if self._arguments[k] is not None}
+        super().__init__(dataset, **checked_arguments(self._arguments, self.fixed))
         for key in TUNED:  # what the check set, replaced by what was given
             self.__dict__.pop(key, None)
         self.__dict__.update(self.fixed)
+        self._keep(**self._arguments)
+        self._built = True
+
+    def _keep(self, **given: Any) -> None:
+        """Keep the arguments ``DataLoader`` does not, each under its own name (a framework
+        re-creating the loader from its attributes passes them again)."""
+        from loadertune.autoloader import _record
+
         if self.batch_sampler is None:
             raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
         index = self.batch_sampler  # the user's, or the one DataLoader built
-        self._batch: int = getattr(index, "batch_size", None) or batch_size or 1
-        self._drop_last: bool = getattr(index, "drop_last", drop_last)
-        self._context = _start_method(multiprocessing_context)
-        self.shuffle = shuffle
-        self.tune_steps, self.max_workers, self.candidates = tune_steps, max_workers, candidates
-        self.probe_timeout_s, self.memory_limit_mb = probe_timeout_s, memory_limit_mb
-        self.device, self.clock = device, clock
-        from loadertune.autoloader import _record
-
+        self._batch: int = getattr(index, "batch_size", None) or given["batch_size"] or 1
+        self._drop_last: bool = getattr(index, "drop_last", given["drop_last"])
+        self._context = start_method(given["multiprocessing_context"])
+        for name in KEPT:
+            setattr(self, name, given[name])
+        export = given["export"]
         self.export = None if export is None else _record.check_export(export)
-        self.track = _record.tracking_wanted(track)  # as a re-creation passes it: checked
-        self._plan = IndexPlan(self.batch_sampler, generator)
+        self.track = _record.tracking_wanted(given["track"])  # as a re-creation passes it
+        self._plan = IndexPlan(index, given["generator"])
         self._driver: Driver | None = None  # at the first epoch, when the ranks are known
         self._live: weakref.ReferenceType[Epoch] | None = None  # the epoch being iterated
         self.run_id: str | None = None
-        self._built = True
 
     @property
     def _is_accelerate_prepared(self) -> bool:
         """Refuse ``accelerator.prepare(loader)``: Accelerate reads this first, then would
         re-create the loader as a plain, untuned ``DataLoader``."""
-        from loadertune.autoloader._accelerate import refusal
-
-        raise refusal()
+        raise accelerate_refusal()
 
     def with_batches(self, dataset: Dataset[Any], batch_sampler: Any) -> AutoLoader:
         """An AutoLoader of these arguments over another dataset and batch sampler: the share
@@ -353,38 +323,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
 
 
-class Epoch:
-    """One epoch's iterator. It holds its AutoLoader (``for b in AutoLoader(...)`` needs no
-    other reference), and an error in one batch leaves it going, as a ``DataLoader``'s
-    iterator does: that batch is spent, the next ``next()`` brings the one after."""
-
-    def __init__(self, loader: AutoLoader, driver: Driver, resume: bool) -> None:
-        self._loader, self._driver = loader, driver
-        driver.begin_epoch(resume)
-        self._open = True
-
-    def __iter__(self) -> Epoch:
-        return self
-
-    def __next__(self) -> Any:
-        if not self._open:
-            raise StopIteration
-        try:
-            return self._driver.next_batch()
-        except StopIteration:
-            self._open = False
-            raise
-
-    def __len__(self) -> int:
-        return len(self._loader)
-
-    def close(self) -> None:
-        """Release the epoch left before its end: a new one starts at the next ``iter()``."""
-        if self._open:
-            self._open = False
-            self._driver.leave_epoch()
-
-
 def _alive(ref: weakref.ReferenceType[AutoLoader]) -> AutoLoader:
     """The AutoLoader a callback belongs to (alive while it iterates)."""
     loader = ref()
@@ -420,44 +358,3 @@ def _default_memory_limit() -> float:
 
     held = psutil.Process().memory_info().rss
     return float(held + 0.8 * psutil.virtual_memory().available) / 2**20
-
-
-ITERABLE_REFUSED = (
-    "is an IterableDataset, which AutoLoader cannot tune and keep every sample exactly once "
-    "per epoch: its workers split the shards among themselves, so a probe with another "
-    "num_workers splits them anew and starts each shard from its beginning (samples "
-    "repeated), and probing only at epoch boundaries costs a whole epoch per setting"
-)
-
-
-def _check_inputs(dataset: Dataset[Any], in_order: bool) -> None:
-    """Refuse what AutoLoader cannot tune and still deliver each sample once per epoch."""
-    from torch.utils.data import IterableDataset
-
-    if isinstance(dataset, IterableDataset):
-        raise ConfigError(
-            "dataset",
-            type(dataset).__name__,
-            ITERABLE_REFUSED,
-            "tune it with a sweep (loadertune -m dataset=custom dataset._target_=<your class>) "
-            "and build its loader with build_dataloader(dataset, 'best_loader.yaml')",
-        )
-    if in_order is False:
-        raise ValueError("AutoLoader needs in_order=True to know which batches arrived")
-
-
-def _workers_to_check(fixed: Mapping[str, Any], context: Any) -> int:
-    """The ``num_workers`` ``DataLoader.__init__`` checks the other arguments against: the
-    fixed count, else one where an argument needs workers (the probes with workers use it)."""
-    if "num_workers" in fixed:
-        return fixed["num_workers"]  # type: ignore[no-any-return]
-    needs = fixed.get("prefetch_factor") is not None or fixed.get("persistent_workers")
-    return 1 if needs or context is not None else 0
-
-
-def _start_method(context: Any) -> str | None:
-    """A ``multiprocessing_context`` as ``build_dataloader`` takes it: a start method's name
-    (a context object, as a framework re-creating the loader passes it, by its name)."""
-    if context is None or isinstance(context, str):
-        return context
-    return str(context.get_start_method())

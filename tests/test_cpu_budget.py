@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -165,7 +166,6 @@ BUDGETS: list[tuple[str, dict[str, str], dict[str, str], int, CpuBudget]] = [
         8,
         CpuBudget(3, "cgroup", 8, cgroup_cpus=3.0, slurm=4),
     ),
-    ("SLURM unreadable", {}, {"SLURM_CPUS_PER_TASK": "lots"}, 8, CpuBudget(8, "affinity", 8)),
 ]
 
 
@@ -183,6 +183,61 @@ def test_budget_is_the_smallest_limit_and_says_which(
 ) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(affinity)))
     assert cpu_budget(_tree(tmp_path, files), env) == budget
+
+
+# (case, SLURM variables set, the variables warned about, the count read)
+BAD_SLURM: list[tuple[str, dict[str, str], list[str], int | None]] = [
+    ("per task unreadable", {"SLURM_CPUS_PER_TASK": "abc"}, ["SLURM_CPUS_PER_TASK"], None),
+    (
+        "per task unreadable, on node read",
+        {"SLURM_CPUS_PER_TASK": "abc", "SLURM_CPUS_ON_NODE": "6"},
+        ["SLURM_CPUS_PER_TASK"],
+        6,
+    ),
+    (
+        "per task zero, on node read",
+        {"SLURM_CPUS_PER_TASK": "0", "SLURM_CPUS_ON_NODE": "5"},
+        ["SLURM_CPUS_PER_TASK"],
+        5,
+    ),
+    ("per task negative", {"SLURM_CPUS_PER_TASK": "-4"}, ["SLURM_CPUS_PER_TASK"], None),
+    (
+        "both unreadable",
+        {"SLURM_CPUS_PER_TASK": "-4", "SLURM_CPUS_ON_NODE": "lots(x2)"},
+        ["SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"],
+        None,
+    ),
+    ("on node zero", {"SLURM_CPUS_ON_NODE": "0"}, ["SLURM_CPUS_ON_NODE"], None),
+    ("a repeated count still reads", {"SLURM_CPUS_PER_TASK": "3(x2)"}, [], 3),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "env", "warned", "slurm"), BAD_SLURM, ids=[b[0] for b in BAD_SLURM]
+)
+def test_an_unreadable_slurm_count_is_named_and_the_next_source_counts(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    env: dict[str, str],
+    warned: list[str],
+    slurm: int | None,
+) -> None:
+    for key in machine.SLURM_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        budget = cpu_budget(tmp_path)  # os.environ itself; no cgroup files under tmp_path
+    lines = [str(w.message) for w in caught]
+    assert [line.split("=")[0].removeprefix("loadertune: ") for line in lines] == warned
+    assert all("\n" not in line and "not a positive CPU count" in line for line in lines)
+    assert budget.slurm == slurm
+    assert budget == (
+        CpuBudget(slurm, "slurm", 8, slurm=slurm) if slurm else CpuBudget(8, "affinity", 8)
+    )
 
 
 @pytest.mark.parametrize(

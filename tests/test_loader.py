@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +14,14 @@ from omegaconf import OmegaConf
 from loadertune import build_dataloader
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
-from loadertune.loader import dataloader_kwargs, effective_settings
+from loadertune.loader import (
+    dataloader_kwargs,
+    effective_settings,
+    loader_config,
+    read_loader_yaml,
+    tuned_for,
+)
+from loadertune.preflight import worker_cap
 
 
 class Squares(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
@@ -95,3 +105,42 @@ def test_invalid_settings_raise_before_building() -> None:
         build_dataloader(Squares(), {"num_workers": 0, "prefetch_factor": 2})
     with pytest.raises(ConfigError, match=r"^loader\.num_workers"):
         build_dataloader(Squares(), {"num_workers": "many"})
+
+
+def _best(tmp_path: Path, *lines: str) -> Path:
+    """A best_loader.yaml on disk, with ``lines`` after two settings."""
+    path = tmp_path / "best_loader.yaml"
+    path.write_text("\n".join(["batch_size: 4", "shuffle: false", *lines]) + "\n")
+    return path
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # PyTorch's, for the cap
+def test_a_files_worker_count_is_capped_as_the_command_line_caps_it(tmp_path: Path) -> None:
+    cap = worker_cap()  # the rule the command line applies (preflight.check_worker_count)
+    loader = build_dataloader(Squares(), _best(tmp_path, f"num_workers: {cap}"), device="cpu")
+    assert loader.num_workers == cap  # built, never iterated: no worker started
+    for count in (cap + 1, 10000):
+        with pytest.raises(ConfigError, match=rf"^loader\.num_workers={count}: would start .*Fix"):
+            build_dataloader(Squares(), _best(tmp_path, f"num_workers: {count}"), device="cpu")
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-4", "true", "2.5", "many ranks", "CPUS+1"])
+def test_a_files_nproc_per_node_must_be_a_count_of_ranks(tmp_path: Path, value: str) -> None:
+    value = value.replace("CPUS+1", str((os.cpu_count() or 1) + 1))
+    path = _best(tmp_path, "num_workers: 0", f"nproc_per_node: {value}")
+    where = rf"^nproc_per_node=\S.*: in {re.escape(str(path))} must be .*an integer from 1"
+    with pytest.raises(ConfigError, match=where):
+        build_dataloader(Squares(), path, device="cpu")
+    with pytest.raises(ConfigError, match=where):
+        loader_config(path)
+
+
+def test_a_files_nproc_per_node_in_range_is_read(tmp_path: Path) -> None:
+    assert tuned_for(read_loader_yaml(_best(tmp_path, f"nproc_per_node: {os.cpu_count()}"))) > 0
+    assert tuned_for(read_loader_yaml(_best(tmp_path, "nproc_per_node: null"))) == 1
+
+
+def test_an_unknown_key_in_a_file_is_shown_with_its_value(tmp_path: Path) -> None:
+    path = _best(tmp_path, "num_workers: 0", "num_wrokers: 7")
+    with pytest.raises(ConfigError, match=r"^loader\.num_wrokers=7: is not a known key"):
+        build_dataloader(Squares(), path, device="cpu")

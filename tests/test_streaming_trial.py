@@ -138,3 +138,14 @@ def test_a_pass_without_a_whole_batch_is_one_line_not_a_loop(
     with pytest.raises(ConfigError) as err:
         run_trial(config)
     assert err.value.key == "loader.batch_size" and "whole pass" in str(err.value)
+
+
+def test_a_dataset_without_shards_gets_a_fix_that_is_not_the_setting_already_made(
+    compose: Compose, fixtures_on_path: Path
+) -> None:
+    config = to_run_config(compose(_stream("dataset.n_shards=0")))  # one rank, no workers
+    with pytest.raises(ConfigError) as err:
+        run_trial(config)
+    assert err.value.key == "dataset.n_shards" and err.value.value == 0
+    assert "declares no shards" in str(err.value) and "at least one shard" in err.value.fix
+    assert "nproc_per_node<=" not in str(err.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -46,9 +47,21 @@ def structured(key: str, schema: type[Any], node: Any, comments: str | None = No
             problem, return_fix = _wrong_type(
                 schema, sub, problem, full, comments or f"conf/{key}/"
             )
-        if isinstance(node, DictConfig) and sub and value is None:
-            value = OmegaConf.select(node, sub, throw_on_missing=False)
+        if sub and value is None:
+            value = _value_at(node, sub)
         raise ConfigError(full, value, problem, return_fix) from None
+
+
+def _value_at(node: Any, sub: str) -> Any:
+    """The value at dotted ``sub`` in ``node``, a ``DictConfig`` or a plain mapping (a file
+    read with ``yaml``): OmegaConf's error leaves it out for a key the schema lacks."""
+    if isinstance(node, DictConfig):
+        return OmegaConf.select(node, sub, throw_on_missing=False)
+    for part in sub.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
 
 
 @functools.cache

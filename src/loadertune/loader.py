@@ -52,17 +52,36 @@ def loader_config(cfg: LoaderSource) -> LoaderConfig:
     from loadertune.config_schema import structured
 
     if isinstance(cfg, str | os.PathLike):
-        cfg = read_loader_yaml(cfg)
+        cfg = read_loader_yaml(cfg)  # its nproc_per_node checked, naming the file
     _check_settings(cfg, "loader", "the loader settings given")
+    tuned_for(cfg)  # a value that is no count of ranks is refused, not dropped
     settings = {k: v for k, v in dict(cfg).items() if k != TUNED_FOR}
     return structured("loader", LoaderConfig, settings)  # type: ignore[no-any-return]
 
 
-def tuned_for(cfg: LoaderConfig | Mapping[str, Any]) -> int:
-    """The ranks per node ``cfg`` was tuned for (``nproc_per_node`` in it, else 1)."""
+def tuned_for(
+    cfg: LoaderConfig | Mapping[str, Any], where: str = "the loader settings given"
+) -> int:
+    """The ranks per node ``cfg`` was tuned for (``nproc_per_node`` in it, else 1).
+
+    Raises:
+        ConfigError: naming ``nproc_per_node`` and ``where`` it was read: not an integer, or
+            not from 1 to this node's CPUs (no node runs more ranks than it has CPUs).
+    """
     if isinstance(cfg, LoaderConfig):
         return 1
-    return int(dict(cfg).get(TUNED_FOR) or 1)
+    value = dict(cfg).get(TUNED_FOR)
+    if value is None:
+        return 1
+    cpus = os.cpu_count() or 1
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= cpus:
+        return value
+    raise ConfigError(
+        TUNED_FOR, value, f"in {where} must be the ranks per node the settings were tuned "
+        f"for, an integer from 1 to this node's {cpus} CPUs",
+        f"set it in {where} to the trial.nproc_per_node the sweep ran with, or remove it "
+        "for one rank",
+    )  # fmt: skip
 
 
 def read_loader_yaml(path: str | os.PathLike[str], key: str = "loader") -> dict[str, Any]:
@@ -85,6 +104,7 @@ def read_loader_yaml(path: str | os.PathLike[str], key: str = "loader") -> dict[
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise ConfigError(key, where, f"is not valid YAML ({problem}{at})", fix) from None
     _check_settings(data, key, str(where), fix)
+    tuned_for(data, str(where))
     return dict(data)
 
 
@@ -154,23 +174,24 @@ def build_dataloader(
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
             ``None`` means CUDA if available.
         trust: which ``collate_fn``/``worker_init_fn`` paths the config may name: by
-            default your own modules (not the standard library's or an installed
-            package's, such as ``os.system``) and ``torch.*``; a list of names or prefixes
-            to allow more; True for any (a file you wrote or trust).
-        shard: under an initialised process group, give this rank its share with a
-            ``DistributedSampler`` (shuffled as ``loader.shuffle`` says; call
-            ``loader.sampler.set_epoch(epoch)`` each epoch). For a plain ``torchrun``
-            script; leave it off for a framework that shards (Lightning, Accelerate).
+            default callables defined in your own modules (not the standard library's or
+            an installed package's, such as ``os.system``, even when reached as
+            ``torch.os.system``) and in ``torch``; a list of exact names, or of prefixes
+            of where the code is defined, to allow more; True for any (a file you trust).
+        shard: give this rank its share with a ``DistributedSampler`` (call its
+            ``set_epoch(epoch)``), in a plain ``torchrun`` script, not under a framework.
         **extra: passed to ``DataLoader`` unchanged (``sampler``, ``generator``...); a
             ``collate_fn`` or ``worker_init_fn`` given here wins over the config's path.
 
     Raises:
-        ConfigError: for settings PyTorch would reject, a ``collate_fn`` or
-            ``worker_init_fn`` path that does not import or is not trusted, or ``shard``
-            beside a sampler of the caller's, naming the key and the fix.
+        ConfigError: for settings PyTorch would reject, a tuned file's ``num_workers``
+            the command line would refuse or ``nproc_per_node`` that is no count of ranks,
+            a ``collate_fn`` or ``worker_init_fn`` path that does not import or is not
+            trusted, or ``shard`` beside a sampler of the caller's, naming the key and the fix.
     """
     from torch.utils.data import DataLoader
 
+    from loadertune.preflight import check_worker_count
     from loadertune.sharding import RankCheckedDataLoader
     from loadertune.user_code import loader_callables
 
@@ -178,26 +199,31 @@ def build_dataloader(
     if isinstance(loader_cfg, str | os.PathLike):
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
     effective = effective_settings(loader_cfg, device)
+    if tuned:  # a tuned file's workers, capped as the command line caps them
+        check_worker_count(effective, tuned_for(loader_cfg))
     kwargs = dataloader_kwargs(effective) | loader_callables(effective, trust)
     own = "sampler" in extra or "batch_sampler" in extra  # the caller's order and share
-    if _streams(dataset):  # no sampler: the dataset orders and splits (and shuffles) itself
-        kwargs.pop("shuffle")
-    elif not own and tuned:  # a tuned file's settings, not a hand-written dict
+    if not own and tuned and not _streams(dataset):  # a tuned file's, not a hand-written dict
         _check_tuned_for(tuned_for(loader_cfg))
     if shard:
         extra = {**extra, "sampler": _rank_sampler(dataset, effective, extra)}
-    if "sampler" in extra or "batch_sampler" in extra:
-        kwargs.pop("shuffle", None)
-    if "batch_sampler" in extra:
-        for key in ("batch_size", "drop_last"):
-            kwargs.pop(key)
-    kwargs.update(extra)
+    kwargs = _ordered(kwargs, dataset, extra) | extra
     return (DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
 
 
+def _ordered(kwargs: dict[str, Any], dataset: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` less what the order given leaves out: a stream orders and splits (and
+    shuffles) itself; a sampler replaces ``shuffle``, a batch sampler the batch size too."""
+    given = "sampler" in extra or "batch_sampler" in extra
+    drop = {"shuffle"} if given or _streams(dataset) else set()
+    if "batch_sampler" in extra:
+        drop |= {"batch_size", "drop_last"}
+    return {k: v for k, v in kwargs.items() if k not in drop}
+
+
 def _keys(cfg: LoaderSource) -> list[str]:
-    """The keys of settings given as a mapping (none for a ``LoaderConfig``)."""
-    return [] if isinstance(cfg, LoaderConfig | str | os.PathLike) else list(dict(cfg))
+    """The keys of settings given as a mapping (none for a ``LoaderConfig`` or a path)."""
+    return list(cfg) if isinstance(cfg, Mapping) else []
 
 
 def _streams(dataset: Any) -> bool:

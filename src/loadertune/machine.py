@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -74,15 +75,33 @@ def local_world_size(env: Mapping[str, str] | None = None) -> int:
 
 
 def slurm_cpus(env: Mapping[str, str]) -> int | None:
-    """The CPUs SLURM allocated to this task, or None outside SLURM (or unreadable)."""
+    """The CPUs SLURM allocated to this task, or None outside SLURM (or none readable).
+
+    A variable set to something that is no positive count (``abc``, ``0``, ``-4``) is named
+    in a warning and skipped, so the next one (``SLURM_CPUS_ON_NODE``) still counts.
+    """
     for key in SLURM_KEYS:
         value = env.get(key, "").strip()
-        if value:
-            try:
-                return max(1, int(value.split("(")[0]))  # "4(x2)", as some SLURM counts read
-            except ValueError:
-                return None
+        if not value:
+            continue
+        count = _positive_count(value.split("(")[0])  # "4(x2)", as some SLURM counts read
+        if count is not None:
+            return count
+        warnings.warn(
+            f"loadertune: {key}={value} is not a positive CPU count; ignored (the next CPU "
+            "limit counts instead): unset it or set it to the task's CPUs",
+            stacklevel=2,
+        )
     return None
+
+
+def _positive_count(text: str) -> int | None:
+    """``text`` as an integer of at least 1, or None."""
+    try:
+        count = int(text)
+    except ValueError:
+        return None
+    return count if count >= 1 else None
 
 
 def cgroup_cpu_quota(root: Path = Path("/")) -> float | None:

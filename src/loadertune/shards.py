@@ -75,8 +75,11 @@ def check_shards(loader: LoaderConfig, shards: Shards, nproc_per_node: int = 1) 
     splits by sample instead (every reader gets work, the shards are read by several).
 
     Raises:
-        ConfigError: naming ``loader.num_workers`` (or ``trial.nproc_per_node``) and the fix.
+        ConfigError: naming ``loader.num_workers`` (or ``trial.nproc_per_node``, or the
+            shard count itself when it is 0) and the fix.
     """
+    if shards.count < 1:
+        _refuse_no_shards(shards)
     ranks = max(nproc_per_node, 1)
     readers = max(loader.num_workers, 1) * ranks
     if readers <= shards.count:
@@ -107,6 +110,18 @@ def check_shards(loader: LoaderConfig, shards: Shards, nproc_per_node: int = 1) 
         "nothing",
         f"use loader.num_workers<={most}, or write the data in more shards",
     )
+
+
+def _refuse_no_shards(shards: Shards) -> None:
+    """A dataset that declares no shards: no count of workers or ranks gets it any data, so
+    the fix is the dataset's, not ``trial.nproc_per_node``'s (already the least)."""
+    key = shards.source if shards.source.startswith("dataset.") else f"dataset.{shards.source}"
+    raise ConfigError(
+        key, shards.count, "declares no shards: every reader, whatever loader.num_workers "
+        "and trial.nproc_per_node, would get none and yield nothing",
+        "give the dataset at least one shard (check where it reads its data from, and "
+        f"that its {shards.source} counts them)",
+    )  # fmt: skip
 
 
 def shard_limit(config: RunConfig) -> Shards | None:

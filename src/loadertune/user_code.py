@@ -16,8 +16,10 @@ repeated in the same process, so validating every trial of a sweep stays cheap.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import multiprocessing
 import pickle
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -45,59 +47,115 @@ TRUSTED_PREFIXES = ("torch.",)
 
 def loader_callables(loader: LoaderConfig, trust: Trust = True) -> dict[str, Callable[..., Any]]:
     """``collate_fn`` and ``worker_init_fn`` resolved, for ``DataLoader`` (unset ones left out),
-    each checked against ``trust`` first (:func:`check_trusted`): a config read from a file
-    could otherwise name ``os.system`` or ``subprocess.getoutput``, run in every batch."""
+    each checked against ``trust`` (:func:`check_trusted`): a config read from a file could
+    otherwise name ``os.system`` or ``subprocess.getoutput``, run in every batch."""
+    if not isinstance(trust, bool | str):
+        trust = tuple(trust)  # an iterator would be spent on the first path
     paths = {"collate_fn": loader.collate_fn, "worker_init_fn": loader.worker_init_fn}
-    for name, path in paths.items():
-        if path:
-            check_trusted(f"loader.{name}", path, trust)
-    return {name: resolve(f"loader.{name}", path) for name, path in paths.items() if path}
+    return {
+        name: check_trusted(f"loader.{name}", path, trust) for name, path in paths.items() if path
+    }
 
 
-def check_trusted(key: str, path: str, trust: Trust) -> None:
-    """Refuse a dotted path outside the user's own modules unless ``trust`` allows it.
+def check_trusted(key: str, path: str, trust: Trust) -> Callable[..., Any]:
+    """The callable at ``path``, refused unless ``trust`` allows the code it really runs.
 
-    The user's own: a top-level module found outside the standard library and the installed
-    packages (site-packages), such as a project on ``PYTHONPATH`` or installed editable. It
-    is located, not imported. ``torch.*`` is always allowed.
+    Trusted: code defined in the user's own modules (a top-level module found outside the
+    standard library and the installed packages, such as a project on ``PYTHONPATH`` or
+    installed editable), under ``torch.`` or under a prefix in ``trust``; or a path that
+    ``trust`` lists exactly. Where the callable is defined counts, not the path that reaches
+    it: ``torch.os.system`` is the standard library's ``posix.system``. A path whose
+    top-level module is not trusted is refused before anything is imported.
 
     Raises:
-        ConfigError: naming ``key``, the module's home and the two ways to allow it.
+        ConfigError: naming ``key``, where the code lives and the two ways to allow it; or,
+            from :func:`~loadertune.imports.resolve`, a path that does not resolve.
     """
     if trust is True:
+        return resolve(key, path)
+    named = () if trust is False else ((trust,) if isinstance(trust, str) else tuple(trust))
+    allowed = (*TRUSTED_PREFIXES, *named)
+    if not any(_under(path, p) for p in allowed):
+        home = _installed_home(path.partition(".")[0])
+        if home is not None:  # refused by its top-level module, before importing it
+            raise _untrusted(key, path, f"names {home}")
+    found = resolve(key, path)
+    if path not in named:  # a name allowed exactly is the caller's call
+        _check_defined(key, path, found, allowed)
+    return found
+
+
+def _check_defined(key: str, path: str, found: Any, allowed: tuple[str, ...]) -> None:
+    """Refuse ``found`` unless the module that defines it is the user's own or ``allowed``:
+    a trusted module's attributes reach the standard library too (``torch.os``)."""
+    module = _defining_module(found)
+    if module is None:
+        raise _untrusted(key, path, f"names a {type(found).__name__} whose module is unknown")
+    qualified = f"{module}.{_qualname(found)}"
+    if any(_under(qualified, p) for p in allowed):
         return
-    allowed = (*TRUSTED_PREFIXES, *(() if trust is False else trust))
-    if any(path == p.rstrip(".") or path.startswith(p if p.endswith(".") else f"{p}.")
-           for p in allowed):  # fmt: skip
-        return
-    home = _installed_home(path.partition(".")[0])
-    if home is None:
-        return
-    raise ConfigError(
-        key, path, f"names {home}, not your own code: a loader file could run anything "
+    home = _installed_home(module.partition(".")[0], unfound="a module that cannot be found")
+    if home is not None:
+        raise _untrusted(key, path, f"names {qualified}, defined in {home}")
+
+
+def _under(name: str, prefix: str) -> bool:
+    """True when dotted ``name`` is ``prefix`` or lies below it (``"torch."`` or ``"torch"``)."""
+    return name == prefix.rstrip(".") or name.startswith(
+        prefix if prefix.endswith(".") else f"{prefix}."
+    )
+
+
+def _defining_module(found: Any) -> str | None:
+    """The module whose code runs when ``found`` is called: a function's or class's own, a
+    callable instance's class's, a builtin method's owner's (None when it cannot be told)."""
+    if not (isinstance(found, type) or inspect.isroutine(found)):
+        found = type(found)
+    module = getattr(found, "__module__", None)
+    if isinstance(module, str):
+        return module
+    owner = getattr(found, "__objclass__", None)  # a method descriptor, as str.join
+    if owner is None:
+        owner = getattr(found, "__self__", None)  # a builtin bound to a module or an object
+        if isinstance(owner, types.ModuleType):
+            return owner.__name__
+        owner = None if owner is None else type(owner)
+    module = getattr(owner, "__module__", None)
+    return module if isinstance(module, str) else None
+
+
+def _qualname(found: Any) -> str:
+    """``found``'s name within its module, for the message (its class's for an instance)."""
+    if not (isinstance(found, type) or inspect.isroutine(found)):
+        found = type(found)
+    return str(getattr(found, "__qualname__", None) or getattr(found, "__name__", "?"))
+
+
+def _untrusted(key: str, path: str, names: str) -> ConfigError:
+    """The refusal of an untrusted ``path``: what it names and the two ways to allow it."""
+    return ConfigError(
+        key, path, f"{names}, not your own code: a loader file could run anything "
         "through it, in every batch",
         f"pass trust=True to build_dataloader if you trust this file, or "
         f"trust=['{path}'] to allow this name",
     )  # fmt: skip
 
 
-def _installed_home(top: str) -> str | None:
+def _installed_home(top: str, unfound: str | None = None) -> str | None:
     """Where an installed top-level module lives (``the standard library``, ``the installed
-    package X``), or None for the user's own (or one that cannot be found: resolve says so)."""
-    import importlib.util
+    package X``), or None for the user's own; one that cannot be found is ``unfound``
+    (None before importing: resolve then says it does not import)."""
     import site
     import sys
     import sysconfig
 
     if top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return "the standard library"
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    origin = (spec.origin or "") if spec else ""
-    if spec is None or not origin or origin in ("built-in", "frozen"):
-        return None if spec is None else "the standard library"
+    origin = _origin(top)
+    if origin is None:
+        return unfound
+    if origin in ("built-in", "frozen"):
+        return "the standard library"
     where = Path(origin).resolve()
     paths = sysconfig.get_paths()
     installed = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
@@ -108,6 +166,26 @@ def _installed_home(top: str) -> str | None:
     if any(where.is_relative_to(Path(paths[k]).resolve()) for k in ("stdlib", "platstdlib")):
         return "the standard library"
     return None
+
+
+def _origin(top: str) -> str | None:
+    """The file (or folder, for a namespace package) a top-level module is loaded from, or
+    ``built-in``/``frozen``; None when it cannot be found. Located, not imported."""
+    import importlib.util
+    import sys
+
+    loaded = getattr(sys.modules.get(top), "__file__", None)
+    if loaded:
+        return str(loaded)  # already imported: ``__main__`` has a file but no spec
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.origin:
+        return spec.origin
+    return next(iter(spec.submodule_search_locations or ()), None)
 
 
 def check_user_code(config: RunConfig) -> None:

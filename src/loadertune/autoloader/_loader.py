@@ -95,7 +95,8 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     prefetch_factor = InForce()
     persistent_workers = InForce()
     pin_memory = InForce()
-    _built = False
+    _built = False  # DataLoader.__init__ has returned: the tuned attributes are read-only
+    _resume = False  # the next epoch continues the one a checkpoint was taken in
 
     def __init__(
         self,
@@ -212,8 +213,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         epoch = Epoch(self, driver, resume)
         self._live = weakref.ref(epoch)
         return epoch
-
-    _resume = False  # the next epoch continues the one a checkpoint was taken in
 
     def _build(self, setting: Setting, sampler: PlanSampler, hang_s: float) -> DataLoader[Any]:
         """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``,

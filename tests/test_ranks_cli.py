@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from optuna.trial import TrialState
 
+from loadertune.exit_status import ExitStatus
 from tests.conftest import FIXTURES, ROOT, with_tiny
-from tests.test_sweep import NAMED, finished, mlflow_runs, sweep
+from tests.test_sweep import NAMED, finished, mlflow_runs, study_at, sweep
+from tests.test_trial_guards import _loadertune
+from tests.test_worker_tether import _zombie
 
 pytestmark = pytest.mark.slow
 
@@ -140,3 +148,105 @@ def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(tmp_path: Path) -> N
     node = OmegaConf.load(exported)
     assert tuned_for(node) == 2
     assert loader_config(node).num_workers in (0, 1)
+
+
+def _killing(marks: Path, up: int) -> list[str]:
+    """Two ranks, a DataLoader worker each, whose rank 1 SIGKILLs the process ``up`` levels
+    above it at its third step, once both ranks wrote their pids and their children's."""
+    marks.mkdir()
+    return [
+        "model=custom",
+        "model._target_=rank_faults.killing_step",
+        f"+model.folder={marks}",
+        f"+model.up={up}",
+        "loader.num_workers=1",
+        "trial.steps=20",
+        TWO,
+    ]
+
+
+def _left_running(marks: Path) -> list[int]:
+    """The ranks and their children (workers, rank 0's sampler) still running 60 s after the
+    kill at the most (a zombie has ended; this container's init may never reap it)."""
+    pids = []
+    for mark in marks.glob("rank-*.json"):
+        seen = json.loads(mark.read_text())
+        pids += [seen["pid"], *seen["children"]]
+    assert len(pids) >= 5, pids  # 2 ranks, 2 workers, a sampler
+    deadline = time.monotonic() + 60.0
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if psutil.pid_exists(p) and not _zombie(p)]
+    for pid in alive:  # not to leave them to the next test, before failing
+        os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+def _rank_folders(temp: Path) -> list[str]:
+    return sorted(p.name for p in temp.glob("loadertune-ranks-*"))
+
+
+def test_the_ranks_of_a_killed_single_trial_die_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of ``loadertune trial.nproc_per_node=2`` (the ranks' parent): its pipes end
+    (``_loadertune`` reads them to the end), no rank or worker runs on, and the next trial's
+    start removes the launcher's folder it left."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    marks = tmp_path / "marks"
+    status, err = _loadertune(tmp_path, *with_tiny(_killing(marks, up=1)))
+    assert status == -signal.SIGKILL, err
+    assert _left_running(marks) == []
+    killed = int((marks / "killed").read_text())
+    (left,) = _rank_folders(temp)
+    assert left.startswith(f"loadertune-ranks-{killed}-")  # nobody survived to remove it
+    from loadertune.storage import ranks_folder
+
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    with ranks_folder() as mine:  # what the next trial of several ranks starts with
+        assert _rank_folders(temp) == [mine.name]
+    assert _rank_folders(temp) == []
+
+
+def test_the_ranks_of_a_killed_sweep_die_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of ``loadertune -m`` while a 2-rank trial runs: the sweep's pipes end (``sweep``
+    reads them to the end, as ``| tee`` does), no trial process, rank or worker runs on."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    marks = tmp_path / "marks"
+    proc = sweep(tmp_path, "hydra.sweeper.study_name=s", *_killing(marks, up=2))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert _left_running(marks) == []
+    from loadertune.storage import remove_stale_scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    assert len(_rank_folders(temp)) == 1
+    remove_stale_scratch()  # what the next sweep does after its first trial
+    assert _rank_folders(temp) == []
+
+
+def test_a_killed_two_rank_trial_process_is_recorded_killed_and_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial process SIGKILLed under its ranks is ``trial_killed``, as with one rank (not
+    a hang its ranks kept the pipe open for), and the sweep removes the launcher's folder."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    marks = tmp_path / "marks"
+    proc = sweep(
+        tmp_path, "hydra.sweeper.study_name=s", "hydra.sweeper.n_trials=1", *_killing(marks, 1)
+    )
+    assert proc.returncode == ExitStatus.NO_RESULT, proc.stderr
+    assert _left_running(marks) == []
+    (trial,) = study_at(tmp_path).trials
+    assert (trial.state, trial.user_attrs.get("reason")) == (TrialState.FAIL, "trial_killed")
+    _, (child,), _ = mlflow_runs(tmp_path)
+    assert (child.info.status, child.data.tags.get("reason")) == ("FAILED", "trial_killed")
+    assert _rank_folders(temp) == []

@@ -29,3 +29,40 @@ def failing_step(mode: str, rank: int = 1, at_step: int = 3) -> Callable[[Any], 
             time.sleep(3600)
 
     return step
+
+
+def killing_step(
+    folder: str, up: int = 1, rank: int = 1, at_step: int = 3
+) -> Callable[[Any], None]:
+    """A step that, at its ``at_step``-th call, has every rank write its pid and its children's
+    (DataLoader workers, rank 0's tree sampler) to ``folder``/rank-<RANK>.json; then ``rank``
+    SIGKILLs the process ``up`` generations above it (1: the process that started the ranks)."""
+    import json
+    from pathlib import Path
+
+    import psutil
+
+    calls = 0
+    here = Path(folder)
+
+    def step(batch: Any) -> None:
+        nonlocal calls
+        calls += 1
+        time.sleep(0.002)
+        if calls != at_step:
+            return
+        me = int(os.environ.get("RANK", "0"))
+        kids = [p.pid for p in psutil.Process().children(recursive=True)]
+        (here / f"rank-{me}.tmp").write_text(json.dumps({"pid": os.getpid(), "children": kids}))
+        (here / f"rank-{me}.tmp").rename(here / f"rank-{me}.json")
+        if me != rank:
+            return
+        world = int(os.environ["WORLD_SIZE"])
+        deadline = time.monotonic() + 120.0
+        while len(list(here.glob("rank-*.json"))) < world and time.monotonic() < deadline:
+            time.sleep(0.01)
+        target = psutil.Process().parents()[up - 1]
+        (here / "killed").write_text(str(target.pid))
+        os.kill(target.pid, signal.SIGKILL)
+
+    return step

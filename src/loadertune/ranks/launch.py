@@ -20,7 +20,6 @@ import multiprocessing as mp
 import os
 import signal
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -70,6 +69,7 @@ def run_ranks(
     """
     from loadertune.machine import machine_info
     from loadertune.ranks.node import node_result
+    from loadertune.storage import ranks_folder
     from loadertune.workload import build_workload
 
     workload = build_workload(config, store)
@@ -85,7 +85,7 @@ def run_ranks(
     shm_before = _shm_files()
     failure: TrialFailure | None = None
     with (
-        tempfile.TemporaryDirectory(prefix="loadertune-ranks-") as logs,
+        ranks_folder() as logs,
         _omp_default(),
         subreaper(),
         _signals_kept(),
@@ -95,7 +95,7 @@ def run_ranks(
     ):
         args = (config, store, workload.dataset, board, steps, os.getpid(), hang_s)
         try:
-            returns = launch(world, logs, args)
+            returns = launch(world, str(logs), args)
         except _child_failed() as exc:
             failure = rank_failure(exc.failures, board, dog, world)
         finally:

@@ -28,6 +28,7 @@ from loadertune.config import RunConfig, TrialConfig
 from loadertune.ranks.board import Board, StepForwarder
 from loadertune.ranks.node import RankReport
 from loadertune.timing import StepRecord, StepTimer
+from loadertune.worker_tether import die_with_parent
 
 COLLECTIVE_MARGIN_S = 60.0  # a collective waits this much past the hang limit before failing
 CAUSE_LOOK_S = 0.5  # how long a failing rank looks for an earlier failure before it exits
@@ -113,7 +114,14 @@ def rank_main(
     trial_pid: int,
     hang_s: float,
 ) -> RankReport:
-    """One rank, start to end; what it raises the launcher reports with the rank's number."""
+    """One rank, start to end; what it raises the launcher reports with the rank's number.
+
+    First of all the rank dies with the trial process, its parent (:mod:`.worker_tether`):
+    killed, the trial could not stop it, and it would run on with its workers, holding the
+    sweep's pipes and output open. A rank whose parent is already gone ends at once.
+    """
+    if not die_with_parent(trial_pid):
+        os._exit(1)  # the trial process died while this rank started: nobody waits for it
     rank = int(os.environ["RANK"])
     # Forked from the launcher, the rank has its handlers: the launcher's SIGTERM must end a
     # rank blocked in a collective at once; Ctrl-C is the trial process's to handle.

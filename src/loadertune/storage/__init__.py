@@ -13,6 +13,7 @@ with it and read through its :class:`Reader`, so they need not know which storag
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "ThrottledReader",
     "check_storage",
     "open_storage",
+    "ranks_folder",
     "remove_stale_scratch",
 ]
 
@@ -52,15 +54,33 @@ def open_storage(config: AnyStorageConfig) -> Iterator[StorageSession]:
 
 
 def remove_stale_scratch() -> list[Path]:
-    """Remove the RAM copies and device files of this user's trials whose process has exited.
+    """Remove the RAM copies and device files of this user's trials whose process has exited,
+    and the launcher logs of their ranks (:func:`ranks_folder`).
 
-    They live in ``/dev/shm`` (else the temp folder).
+    They live in ``/dev/shm`` (else the temp folder), the logs in the temp folder.
     A trial removes its own when it ends; one killed with SIGKILL (pruned, timed out) cannot.
-    The next trial's storage removes them, and the sweep does after each trial process ends.
+    The next trial's storage (or ranks) removes them, and the sweep does after each trial
+    process ends.
     """
     from loadertune.storage import _scratch
 
-    return _scratch.remove_stale(_scratch.default_parent())
+    temp = Path(tempfile.gettempdir())
+    removed = _scratch.remove_stale(_scratch.default_parent())
+    return removed + _scratch.remove_stale(temp, _scratch.RANKS_PREFIX)
+
+
+@contextmanager
+def ranks_folder() -> Iterator[Path]:
+    """A folder in the temp folder for the launcher's logs of this process's ranks, removed
+    when the block exits; the folders of processes killed before they could remove theirs go
+    first (named ``loadertune-ranks-<pid>-<random>``, like the storage's scratch folders)."""
+    from loadertune.storage import _scratch
+
+    path = _scratch.make_scratch(Path(tempfile.gettempdir()), _scratch.RANKS_PREFIX)
+    try:
+        yield path
+    finally:
+        _scratch.remove(path)
 
 
 def check_storage(storage: AnyStorageConfig, dataset: DatasetConfig) -> None:

@@ -3,7 +3,8 @@
 A pruned or timed-out trial is killed with SIGKILL, so it never removes what it put in
 ``/dev/shm``; left there, those copies would starve later trials of shared memory. Every
 scratch folder is named ``loadertune-<pid>-<random>``, and creating one first removes the
-folders of this user whose process is gone.
+folders of this user whose process is gone. A trial of several ranks keeps its launcher's
+logs the same way, in ``loadertune-ranks-<pid>-<random>`` in the temp folder.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import psutil
+
 PREFIX = "loadertune-"
+RANKS_PREFIX = "loadertune-ranks-"  # a multi-rank trial's launcher logs, in the temp folder
 
 
 def default_parent() -> Path:
@@ -26,19 +30,19 @@ def default_parent() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def make_scratch(parent: Path) -> Path:
+def make_scratch(parent: Path, prefix: str = PREFIX) -> Path:
     """A fresh folder under ``parent`` owned by this process, after removing stale ones."""
-    remove_stale(parent)
-    path = parent / f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    remove_stale(parent, prefix)
+    path = parent / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
     path.mkdir(mode=0o700)
     return path
 
 
-def remove_stale(parent: Path) -> list[Path]:
+def remove_stale(parent: Path, prefix: str = PREFIX) -> list[Path]:
     """Remove this user's scratch folders under ``parent`` whose process has exited."""
     removed = []
-    for entry in parent.glob(f"{PREFIX}*"):
-        pid = _owner_pid(entry)
+    for entry in parent.glob(f"{prefix}*"):
+        pid = _owner_pid(entry, prefix)
         if pid is None or _alive(pid):
             continue
         with contextlib.suppress(OSError):
@@ -54,18 +58,24 @@ def remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _owner_pid(entry: Path) -> int | None:
-    parts = entry.name[len(PREFIX) :].split("-")
+def _owner_pid(entry: Path, prefix: str = PREFIX) -> int | None:
+    parts = entry.name[len(prefix) :].split("-")
     if len(parts) != 2 or not parts[0].isdigit():
         return None
     return int(parts[0])
 
 
 def _alive(pid: int) -> bool:
+    """``pid`` runs: a zombie has ended (its owner killed, it waits for init to reap it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return pid <= 0 or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True

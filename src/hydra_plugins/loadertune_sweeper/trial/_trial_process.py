@@ -22,7 +22,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -40,10 +39,10 @@ from loadertune.timing import StepRecord
 from loadertune.worker_tether import die_with_parent
 
 from .._hydra_private import job_error
+from ._group import SHM, ended, exited, group_members, kill_group, oom_kills, shm_files, shm_owner
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
 ProgressHook = Callable[[list[StepRecord]], bool]
-SHM = Path("/dev/shm")
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,8 @@ def run_trial_process(
         args=(child_end, hydra_context, task_function, job_cfg, os.getpid()),
         daemon=False,
     )
-    shm_before = _shm_files()
-    oom_before = _oom_kills()
+    shm_before = shm_files()
+    oom_before = oom_kills()
     start = time.perf_counter()
     # A forked child inherits unflushed output and would print it again when it exits.
     for stream in (sys.stdout, sys.stderr):
@@ -111,7 +110,7 @@ def run_trial_process(
     finally:
         parent_end.close()
         outcome.wall_s = time.perf_counter() - start
-        outcome.oom_kills = _oom_kills() - oom_before
+        outcome.oom_kills = oom_kills() - oom_before
         outcome.pids.add(int(proc.pid or 0))
         _clean_up(int(proc.pid or 0), shm_before, outcome)
     return outcome
@@ -144,16 +143,24 @@ class _Follower:
         self.last_heard = start
 
     def follow(self) -> TrialOutcome:
-        """Until the trial's pipe closes (then wait for its exit) or a check stops it."""
+        """Until the trial's pipe closes or, the trial process gone, holds nothing more (then
+        wait for its exit), or a check stops it.
+
+        A process the trial left running (a rank, a worker) holds the pipe open past the
+        trial's death, so the end of the pipe alone would make a killed trial look hung.
+        """
         while True:
             if self._stopped():
                 return self.outcome
+            gone = ended(int(self.proc.pid or 0))  # before the poll: all it sent is in
             try:
                 ready = self.conn.poll(min(0.05, self.guard.due_in()))
                 message = self.conn.recv() if ready else None
             except (EOFError, OSError):
                 break
             if message is None:
+                if gone:
+                    break
                 continue
             self.last_heard = time.perf_counter()
             if self._handle(*message):
@@ -184,7 +191,7 @@ class _Follower:
             outcome.peak_memory_bytes = self.guard.peak
         else:
             return False
-        _kill_group(self.proc)
+        kill_group(self.proc)
         return True
 
     def _limit_passed(self) -> tuple[str, float] | None:
@@ -208,7 +215,7 @@ class _Follower:
                 due = len(outcome.steps) % self.report_every == 0
                 if due and self.on_progress(outcome.steps):
                     outcome.interference = self.meter.stop()
-                    _kill_group(self.proc)
+                    kill_group(self.proc)
                     outcome.status = TrialStatus.PRUNED
                     outcome.reason = TrialStatus.PRUNED.value
                     return True
@@ -270,22 +277,6 @@ class _MemoryGuard:
         return over
 
 
-def _kill_group(proc: Any) -> None:
-    """Kill the trial's process group: the trial and every DataLoader worker it started."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.join()
-
-
-def _group_members(pgid: int) -> list[psutil.Process]:
-    members = []
-    for p in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            if os.getpgid(p.pid) == pgid and p.pid != os.getpid():
-                members.append(p)
-    return members
-
-
 def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
     """Kill anything of the trial still alive, remove the shared-memory files it left.
 
@@ -294,16 +285,16 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
     A worker that lived between two samples of the tree is recognised by its pid: started
     after the trial (pids grow) and gone now.
     """
-    members = _group_members(pgid)
+    members = group_members(pgid)
     outcome.pids.update(p.pid for p in members)
-    survivors = [p for p in members if not _exited(p)]
+    survivors = [p for p in members if not exited(p)]
     outcome.leaked_processes = len(survivors)
     if survivors:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
         psutil.wait_procs(survivors, timeout=5)
-    for name in _shm_files() - shm_before:
-        owner = _owner(name)
+    for name in shm_files() - shm_before:
+        owner = shm_owner(name)
         if owner is None:
             continue
         ours = owner in outcome.pids or (owner > pgid and not psutil.pid_exists(owner))
@@ -318,41 +309,6 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
 
     with contextlib.suppress(OSError):
         remove_stale_scratch()
-
-
-def _exited(proc: psutil.Process) -> bool:
-    """Whether ``proc`` has already ended: a zombie, a killed worker whose parent (the trial)
-    is gone, waits only for its new parent to reap it. Waiting for that here cost up to 2 s
-    of every pruned trial where the machine's init reaps slowly; it is neither alive nor
-    ours to wait for."""
-    try:
-        return bool(proc.status() == psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return True
-
-
-def _owner(name: str) -> int | None:
-    """The pid in a ``torch_<pid>_<random>_<n>`` shared-memory file name."""
-    parts = name.split("_")
-    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
-
-
-def _shm_files() -> set[str]:
-    try:
-        return {p.name for p in SHM.iterdir() if p.name.startswith("torch_")}
-    except OSError:
-        return set()
-
-
-def _oom_kills() -> int:
-    """The cgroup's OOM-kill counter (cgroup v2), to confirm a kill was the OOM killer's."""
-    try:
-        for line in Path("/sys/fs/cgroup/memory.events").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def _child(

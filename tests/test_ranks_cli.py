@@ -250,3 +250,28 @@ def test_a_killed_two_rank_trial_process_is_recorded_killed_and_leaves_no_folder
     _, (child,), _ = mlflow_runs(tmp_path)
     assert (child.info.status, child.data.tags.get("reason")) == ("FAILED", "trial_killed")
     assert _rank_folders(temp) == []
+
+
+def test_a_dataset_bug_on_one_rank_stops_the_sweep_as_one_bug(tmp_path: Path) -> None:
+    """Rank 1's dataset raises, in the rank itself without workers and in its worker with one:
+    the same bug, as with one rank (the rank's traceback ends where it raised), so the sweep
+    stops after two trials with status 4 instead of failing every trial."""
+    proc = sweep(
+        tmp_path,
+        "hydra.sweeper.study_name=s",
+        "dataset=custom",
+        "dataset._target_=faulty_data.Faulty",
+        "+dataset.mode=raise_on_rank1",
+        "model=simulated",
+        "model.step_ms=1",
+        "loader.batch_size=4",
+        TWO,
+        "hydra.sweeper.n_trials=4",
+        "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+    )
+    assert proc.returncode == ExitStatus.DATASET_BUG, proc.stderr
+    trials = finished(tmp_path)
+    assert len(trials) == 2
+    assert {t.params["loader.num_workers"] for t in trials} == {0, 1}
+    assert all(t.state == TrialState.FAIL for t in trials)
+    assert "faulty_data.py" in proc.stdout + proc.stderr  # the place, in the user's code

@@ -21,12 +21,11 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from hydra_plugins.loadertune_sweeper.trial._outcome import error_signature
 from loadertune import host_lock, preflight
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import InfeasibleSetting
+from loadertune.failures import InfeasibleSetting, error_signature
 from tests.conftest import FIXTURES, lacking
 from tests.test_failures import (
     FAULTY,

@@ -18,6 +18,8 @@ from loadertune.exported import output_root_of
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
+    from loadertune.exit_status import ExitStatus
+    from loadertune.failures import Reason
     from loadertune.result import TrialResult
 
 resolvers.register()
@@ -89,12 +91,63 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
         print(f"loadertune: error: {exc}", file=sys.stderr)
         status = {HostBusy: ExitStatus.BUSY, StoreUnavailable: ExitStatus.INFRASTRUCTURE}
         sys.exit(status.get(type(exc), ExitStatus.BAD_INPUT))
-    except TrialFailure as exc:  # a guard stopped it: what was printed, then one line
+    except TrialFailure as exc:  # a guard stopped it, or a rank failed: its text, one line
         first, *printed = exc.message.splitlines()
         if printed:
             print("\n".join(printed), file=sys.stderr)
         print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
-        sys.exit(ExitStatus.NO_RESULT)
+        sys.exit(_failed_status(exc.reason))
+    except KeyboardInterrupt:
+        print("loadertune: interrupted: the trial stopped before its figure", file=sys.stderr)
+        sys.exit(ExitStatus.INTERRUPTED)
+    except Exception as exc:  # the dataset (or a worker) raised: the user's frames, one line
+        _report_raised(exc)
+
+
+def _failed_status(reason: Reason) -> ExitStatus:
+    """A bug in the user's code (the dataset, the step) is 4, as a sweep it stops; else 3."""
+    from loadertune.exit_status import ExitStatus
+    from loadertune.failures import USER_BUGS
+
+    return ExitStatus.DATASET_BUG if reason in USER_BUGS else ExitStatus.NO_RESULT
+
+
+def _report_raised(exc: Exception) -> NoReturn:
+    """A trial that raised: its traceback without loadertune's and Hydra's frames, then one
+    line with the reason (:func:`loadertune.failures.classify`), where and the fix."""
+    import traceback
+
+    from loadertune.failures import REASONS, USER_BUGS, classify, error_signature
+
+    text = "".join(traceback.format_exception(exc))
+    reason = classify(type(exc).__name__, text)
+    shown = traceback.TracebackException.from_exception(exc)
+    shown.stack = traceback.StackSummary.from_list(
+        [f for f in shown.stack if not _ours(f.filename)]
+    )
+    print("".join(shown.format()).rstrip(), file=sys.stderr)
+    last = text.strip().splitlines()[-1]  # a worker's original error is the innermost
+    said = last.partition(": ")[2] or last
+    fix = (
+        "; a bug in the user's code, whatever the loader settings: fix it and run again"
+        if reason in USER_BUGS
+        else f"; {REASONS[reason]}"
+    )
+    print(
+        f"loadertune: error: trial failed ({reason}): {error_signature(text)}: {said}{fix}",
+        file=sys.stderr,
+    )
+    sys.exit(_failed_status(reason))
+
+
+def _ours(filename: str) -> bool:
+    """A frame of loadertune or Hydra, which the user's traceback leaves out."""
+    from pathlib import Path
+
+    import hydra as hydra_package
+
+    homes = (Path(__file__).parent, Path(hydra_package.__file__).parent)
+    return any(Path(filename).is_relative_to(home) for home in homes)
 
 
 def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:

@@ -21,8 +21,8 @@ class ExitStatus(IntEnum):
     NO_RESULT = 3
     """Every trial failed or was pruned (or the single trial failed): nothing to recommend."""
     DATASET_BUG = 4
-    """The sweep stopped because the same error in the user's code (the dataset or the training
-    step) recurred: fix it first."""
+    """An error in the user's code (the dataset or the training step): the sweep stopped on its
+    recurring, or the single trial raised it. Fix it first."""
     INFRASTRUCTURE = 5
     """A store or the disk failed: tracking server unreachable, disk full, read-only path."""
     BUSY = 75

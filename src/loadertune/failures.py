@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
 
 class Reason(str, Enum):
@@ -140,6 +141,33 @@ def classify(exc_type: str, text: str) -> Reason:
     if exc_type == "StepError" or f"[{Reason.STEP_ERROR}]" in text:
         return Reason.STEP_ERROR
     return Reason.DATASET_ERROR
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?)(:|$)")
+
+
+def error_signature(text: str) -> str:
+    """An error's type and the place that raised it, without its message.
+
+    ``ValueError at faulty_data.py:42 in __getitem__`` for both ``corrupt record at index
+    1468`` and ``… 746``: a message that names an index, a path or a size still groups with
+    its kin. The place is the innermost frame of the traceback (a DataLoader worker's
+    original traceback is embedded in the re-raised message, and a rank's in its trial's
+    failure, so their frames come last); without a traceback, the last line stands alone.
+    A sweep stops on the same signature twice (a bug in the user's code); a single trial
+    names it in its last line.
+    """
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return "?"
+    frames = [m for line in lines if (m := _FRAME.match(line))]
+    last = lines[-1].strip()
+    kind = m.group("type") if (m := _EXC.match(last)) else last
+    if not frames:
+        return kind
+    where = frames[-1]
+    return f"{kind} at {Path(where['file']).name}:{where['line']} in {where['func']}"
 
 
 def worker_death(exitcodes: Iterable[int | None]) -> Reason | None:

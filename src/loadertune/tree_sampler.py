@@ -126,12 +126,23 @@ def _stop_asked(timeout: float) -> bool:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m loadertune.tree_sampler ROOT_PID HZ``: sample, then print the report as JSON."""
+    """``python -m loadertune.tree_sampler ROOT_PID HZ``: sample, then print the report as JSON.
+
+    Ctrl-C is the trial's to handle (it reaches the whole process group): the sampler ends
+    when the trial closes its input. A trial that ended without reading the report (killed,
+    interrupted) has closed the pipe: nothing is left to say, and nothing is printed.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     root, hz = int(argv[0]), float(argv[1])
     report = sample_until_stopped(root, hz)
     rows = [[s.t, s.cpu_percent, s.memory_bytes, s.rss_bytes, s.processes] for s in report.samples]
-    json.dump({"samples": rows, "memory_metric": report.memory_metric}, sys.stdout)
-    sys.stdout.flush()
+    try:
+        json.dump({"samples": rows, "memory_metric": report.memory_metric}, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
 
 
 if __name__ == "__main__":

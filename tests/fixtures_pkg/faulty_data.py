@@ -21,7 +21,9 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
     """``length`` small vectors; misbehaves according to ``mode``.
 
     Modes: ok, slow (sleeps ``delay_s`` per item), raise (ValueError on every item, in any
-    process), corrupt (ValueError naming the index, one late item in seven), segfault, sigbus,
+    process), raise_on_rank1 (ValueError from the ``at``-th item one process of rank 1 of a
+    multi-rank trial reads: the rank without workers, else a worker), corrupt (ValueError
+    naming the index, one late item in seven), segfault, sigbus,
     sigkill_worker, hang (in a worker), leak (keeps ``leak_mb`` per item in a worker),
     unpicklable (holds a lambda: fails under spawn), kill_trial (SIGKILLs the trial's own
     process; use with num_workers=0), exit_trial (the trial's process exits with status 3).
@@ -44,6 +46,7 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
         self.delay_s = delay_s
         self.num_classes = 2
         self._calls = 0
+        self._pid, self._here = 0, 0
         self.hook: Any = (lambda: None) if mode == "unpicklable" else None
 
     def __len__(self) -> int:
@@ -56,6 +59,12 @@ class Faulty(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):
         mode = self.mode
         if mode == "raise":
             raise ValueError(f"corrupt record {index}")
+        if mode == "raise_on_rank1" and os.environ.get("RANK") == "1":
+            if self._pid != os.getpid():  # items read in this process, rank or worker
+                self._pid, self._here = os.getpid(), 0
+            self._here += 1
+            if self._here > self.at:
+                raise ValueError(f"corrupt record {index} on rank 1")
         if mode == "corrupt" and late and index % 7 == 3:  # the message names each record
             raise ValueError(f"corrupt record at index {index}")
         if mode == "slow":

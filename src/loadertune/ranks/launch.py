@@ -5,7 +5,9 @@
 sweep's kill of that group takes them and their workers), with a c10d rendezvous on a free
 loopback port. ``max_restarts=0``: the first rank to fail stops them all, and the launcher
 raises ``ChildFailedError`` naming the failed ranks; :func:`rank_failure` turns that into one
-:class:`~loadertune.failures.TrialFailure` naming the rank that caused it. A rank that hangs
+:class:`~loadertune.failures.TrialFailure` naming the rank that caused it, with that rank's
+traceback. Ctrl-C, which the launcher's own handler takes, is a ``KeyboardInterrupt`` as in
+a trial of one rank. A rank that hangs
 is found by :class:`~loadertune.ranks.board.Watchdog` and killed, so the same path reports
 it; what a dead rank leaves running comes back to the trial process and is stopped at once
 (:mod:`.adoption`). A port taken between choosing and binding it is retried on another.
@@ -33,6 +35,7 @@ from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
 
 if TYPE_CHECKING:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     from loadertune.config import RunConfig
@@ -98,6 +101,10 @@ def run_ranks(
             returns = launch(world, str(logs), args)
         except _child_failed() as exc:
             failure = rank_failure(exc.failures, board, dog, world)
+        except _signal_exception() as exc:  # the launcher's handler took the trial's signal
+            if exc.sigval != signal.SIGINT:
+                raise
+            raise KeyboardInterrupt from None  # Ctrl-C, as a trial of one rank sees it
         finally:
             _clean_up(dog, board, shm_before)
     if failure is not None:
@@ -154,6 +161,12 @@ def _child_failed() -> type[ChildFailedError]:
     return ChildFailedError
 
 
+def _signal_exception() -> type[SignalException]:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    return SignalException
+
+
 def rank_failure(
     failures: Mapping[int, Any], board: Board, dog: Watchdog, world: int
 ) -> TrialFailure:
@@ -178,8 +191,11 @@ def rank_failure(
         text = str(message.get("message", ""))
         trace = str(message.get("extraInfo", {}).get("py_callstack", ""))
         kind = text.split(":", 1)[0]
+        # The rank's own traceback after the first line: its innermost frame is where the
+        # error is (the user's dataset or step), as for a trial of one rank.
+        said = f"{text.splitlines()[0]}\n{trace.rstrip()}" if trace.strip() and text else text
         return TrialFailure(
-            classify(kind, f"{trace}\n{text}"), f"rank {rank} of {world} raised {text}"
+            classify(kind, f"{trace}\n{text}"), f"rank {rank} of {world} raised {said}"
         )
     how = (
         f"was killed by {failure.signal_name()}"

@@ -8,10 +8,8 @@ Then Optuna is told, and MLflow and the console get the record.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -20,7 +18,7 @@ from optuna.trial import TrialState
 
 from loadertune.config import RunConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.failures import INFEASIBLE, Reason
+from loadertune.failures import INFEASIBLE, Reason, error_signature
 from loadertune.search_rules import effective_key
 from loadertune.validation import validate
 
@@ -61,31 +59,6 @@ class Answer:
     def signature(self) -> str:
         """The same bug gives the same signature: see :func:`error_signature`."""
         return error_signature(self.error or "")
-
-
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)?)(:|$)")
-
-
-def error_signature(text: str) -> str:
-    """An error's type and the place that raised it, without its message.
-
-    ``ValueError at faulty_data.py:42 in __getitem__`` for both ``corrupt record at index
-    1468`` and ``… 746``: a message that names an index, a path or a size still groups with
-    its kin. The place is the innermost frame of the traceback (a DataLoader worker's
-    original traceback is embedded in the re-raised message, so its frames come last);
-    without a traceback, the last line stands alone.
-    """
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return "?"
-    frames = [m for line in lines if (m := _FRAME.match(line))]
-    last = lines[-1].strip()
-    kind = m.group("type") if (m := _EXC.match(last)) else last
-    if not frames:
-        return kind
-    where = frames[-1]
-    return f"{kind} at {Path(where['file']).name}:{where['line']} in {where['func']}"
 
 
 def answer_trial(

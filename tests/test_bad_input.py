@@ -266,3 +266,47 @@ def test_a_study_store_that_cannot_open_is_one_line_with_status_5(
     err = capsys.readouterr().err
     assert err.splitlines() == [err.strip()], err
     assert err.startswith(f"loadertune: error: hydra.sweeper.storage={url}: cannot open the study")
+
+
+COMMAND_LINE = [
+    (["loader.num_workrs=1"], "loader.num_workrs=1: is not a key of the config. Fix: did you "),
+    (["-m", "hydra.sweeper.n_trial=3"], "hydra.sweeper.n_trial=3: is not a key of the config."),
+    (["model.qqq=1"], "model.qqq=1: is not a key of the config. Fix: use one of model.name"),
+    (["dataset=bogus"], "dataset=bogus: is not an option of dataset. Fix: use one of "),
+    (["-m", "dataset=bogus,custom"], "dataset=bogus: is not an option of dataset. Fix: "),
+    (["loader.num_workers"], "Error parsing override 'loader.num_workers'; missing EQUAL"),
+    # The default range's bound reads trial.nproc_per_node: the value's own check names it.
+    (["-m", "trial.nproc_per_node=abc"], "trial.nproc_per_node=abc: value 'abc' of type 'str'"),
+    (["-m", "trial.nproc_per_node=null"], "trial.nproc_per_node=null: cannot be null. Fix:"),
+    (["-m", "trial.nproc_per_node=''"], "trial.nproc_per_node=: value '' of type 'str'"),
+]
+NEAREST = {"loader.num_workrs=1": "loader.num_workers=1?", "hydra.sweeper.n_trial=3": "n_trials=3?"}
+
+
+@pytest.mark.parametrize(("args", "prefix"), COMMAND_LINE)
+def test_an_override_hydra_refuses_is_one_line_with_status_2(
+    tmp_path: Path, args: list[str], prefix: str
+) -> None:
+    """The real command: what Hydra itself refuses (a key the config lacks, a group option
+    that does not exist, an override it cannot parse) gets the same one line and status as
+    every other bad input, before anything is recorded."""
+    import os
+    import subprocess
+    import sys
+
+    script = str(Path(sys.executable).with_name("loadertune"))
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    proc = subprocess.run(
+        [script, *args, f"paths.output_root={tmp_path}", "trial.host_lock=off"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
+    assert proc.stderr.startswith(f"loadertune: error: {prefix}"), proc.stderr
+    assert NEAREST.get(args[-1], "") in proc.stderr
+    assert not (tmp_path / "optuna.db").exists()  # no study (a sweep's MLflow store is
+    # set up ahead, beside torch's import: its schema, no run)

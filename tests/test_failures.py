@@ -133,6 +133,8 @@ def test_sweep_through_crashes_hangs_and_leaks(tmp_path: Path) -> None:
             assert trial.user_attrs["error"]
     hang = trials[4]
     assert 10 <= hang.user_attrs["wall_s"] < 60
+    assert "stall limit (10 s, hydra.sweeper.stall_timeout_s;" in hang.user_attrs["error"]
+    assert hang.user_attrs["error"].endswith("raise hydra.sweeper.stall_timeout_s")  # the fix
     assert study_at(tmp_path).best_trial.params["+dataset.mode"] == "ok"
 
     parents, children, client = mlflow_runs(tmp_path)

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper import _hydra_private
+from loadertune import _hydra_private
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SWEEPER = SRC / "hydra_plugins" / "loadertune_sweeper"
 FENCES = {
     "torch": SRC / "loadertune" / "_torch_private.py",
-    "hydra": SWEEPER / "_hydra_private.py",
+    "hydra": SRC / "loadertune" / "_hydra_private.py",
     "optuna": SWEEPER / "_optuna_private.py",
 }
 LIBRARIES = tuple(FENCES)
@@ -123,6 +123,9 @@ def test_the_installed_libraries_still_have_what_the_fences_reach() -> None:
     from torch.utils.data._utils import signal_handling
 
     assert get_class(_hydra_private.BASIC_LAUNCHER).__name__ == "BasicLauncher"
+    from hydra._internal import utils as hydra_utils
+
+    assert callable(hydra_utils.run_and_report)  # what composition_errors wraps
     assert "_return_value" in {f.name for f in dataclasses.fields(JobReturn)}
     assert callable(signal_handling._set_worker_pids)  # type: ignore[attr-defined]
     assert callable(signal_handling._remove_worker_pids)  # type: ignore[attr-defined]

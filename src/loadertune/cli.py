@@ -227,13 +227,59 @@ def main() -> NoReturn:
         except StoreUnavailable as exc:
             print(f"loadertune: error: {exc}", file=sys.stderr)
             sys.exit(ExitStatus.INFRASTRUCTURE)
+    from loadertune._hydra_private import composition_errors
     from loadertune.process_end import end
 
     try:
-        _hydra_main()
+        with composition_errors(_refuse_override):
+            _hydra_main()
     except SystemExit as done:  # Hydra's errors and the sweep's exit statuses
         end(done.code)
     end(0)  # every record is written: no module teardown (loadertune.process_end)
+
+
+def _refuse_override(exc: Exception) -> NoReturn:
+    """An override Hydra cannot apply: one line naming it and the fix, exit status 2."""
+    from loadertune.exit_status import ExitStatus
+
+    print(f"loadertune: error: {override_problem(exc)}", file=sys.stderr)
+    sys.exit(ExitStatus.BAD_INPUT)
+
+
+def override_problem(exc: Exception) -> str:
+    """What is wrong with an override Hydra refused, and the fix, in one line.
+
+    A key the config lacks (``loader.num_workrs=1``) gets the nearest key it has; a group
+    option that does not exist (``dataset=bogus``) the options there are; anything else
+    Hydra's own words, on one line.
+    """
+    import difflib
+
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    cause = exc.__cause__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    missing = (ConfigAttributeError, ConfigKeyError)
+    if isinstance(cause, missing) and cause.full_key and cause.key is not None:
+        full, key = str(cause.full_key), str(cause.key)
+        value = next((line.split("=", 1)[1] for line in lines if f"+{full}=" in line), "...")
+        parent = cause.parent_node
+        keys = [str(k) for k in parent] if parent is not None else []
+        near = difflib.get_close_matches(key, keys, n=1)
+        where = full[: -len(key)]
+        known = ", ".join(f"{where}{k}" for k in keys)
+        fix = f"did you mean {where}{near[0]}={value}?" if near else f"use one of {known}"
+        if full.startswith(("dataset.", "model.")):  # a custom target's own arguments
+            fix += f" (an argument of your own dataset or model takes a +: +{full}={value})"
+        return f"{full}={value}: is not a key of the config. Fix: {fix}"
+    if isinstance(exc, MissingConfigException) and exc.options and exc.missing_cfg_file:
+        group, _, option = exc.missing_cfg_file.rpartition("/")
+        return (
+            f"{group}={option}: is not an option of {group}. Fix: use one of "
+            f"{', '.join(exc.options)}"
+        )
+    return "; ".join(line for line in lines if not line.startswith("Config search path"))
 
 
 def check_loader_option(argv: list[str]) -> None:

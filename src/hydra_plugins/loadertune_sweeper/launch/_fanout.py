@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from loadertune._hydra_private import BASIC_LAUNCHER as BASIC
+from loadertune._hydra_private import job_error
 from loadertune.errors import ConfigError
 
-from .._hydra_private import BASIC_LAUNCHER as BASIC
-from .._hydra_private import job_error
 from .._keys import Recommended, Results, TrialAttr
 
 if TYPE_CHECKING:

@@ -29,6 +29,7 @@ from hydra.core.utils import JobStatus, run_job
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from loadertune._hydra_private import job_error
 from loadertune.channel import MessageKind, TrialStatus
 from loadertune.failures import Reason, classify, classify_exit
 from loadertune.interference import Interference, InterferenceMeter
@@ -38,7 +39,6 @@ from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
 from loadertune.worker_tether import die_with_parent
 
-from .._hydra_private import job_error
 from ._group import SHM, ended, exited, group_members, kill_group, oom_kills, shm_files, shm_owner
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
@@ -175,11 +175,13 @@ class _Follower:
             outcome.status, outcome.reason = TrialStatus.FAILED, Reason.INTERRUPTED
             outcome.error = "Ctrl-C in the sweep process: the trial was stopped"
         elif (limit := self._limit_passed()) is not None:
-            which, seconds = limit
+            which, seconds, key = limit
             outcome.reason = Reason.TIMEOUT
             outcome.error = (
-                f"no progress: the trial passed its {which} ({seconds:.0f} s, "
-                f"{len(outcome.steps)} timed steps done) and its process group was killed"
+                f"no progress: the trial passed its {which} ({seconds:.0f} s, {key}; "
+                f"{len(outcome.steps)} timed steps done) and its process group was killed. "
+                f"If it was slow rather than hung (a dataset's set-up, a stream's first "
+                f"items), raise {key}"
             )
         elif self.guard.over_budget():
             outcome.status, outcome.reason = TrialStatus.FAILED, Reason.MEMORY_BUDGET
@@ -194,13 +196,14 @@ class _Follower:
         kill_group(self.proc)
         return True
 
-    def _limit_passed(self) -> tuple[str, float] | None:
-        """(``wall-clock limit`` or ``stall limit``, its seconds) once one is passed."""
+    def _limit_passed(self) -> tuple[str, float, str] | None:
+        """(``wall-clock limit`` or ``stall limit``, its seconds, the key that sets it) once
+        one is passed."""
         now = time.perf_counter()
         if now - self.start > self.limits.wall_s:
-            return "wall-clock limit", self.limits.wall_s
+            return "wall-clock limit", self.limits.wall_s, "hydra.sweeper.trial_timeout_s"
         if now - self.last_heard > self.limits.stall_s:
-            return "stall limit", self.limits.stall_s
+            return "stall limit", self.limits.stall_s, "hydra.sweeper.stall_timeout_s"
         return None
 
     def _handle(self, kind: str, payload: Any) -> bool:

@@ -18,6 +18,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from loadertune.errors import ConfigError
+
 REACH_TIMEOUT_S = 5.0
 MIN_FREE_MB = 50  # below this, the stores' next writes may fail half way
 BOUNDED_RETRIES = {  # MLflow's HTTP client: about 4 minutes of retries a request by default
@@ -32,22 +34,97 @@ class StoreUnavailable(Exception):
     """A store or the disk cannot take the results; the message names it and the fix."""
 
 
+MLFLOW_SCHEMES = frozenset(
+    {"", "file", "http", "https", "databricks", "databricks-uc", "uc"}
+    | {"postgresql", "mysql", "sqlite", "mssql"}  # SQLAlchemy's, with or without +driver
+)
+"""The tracking URI schemes MLflow has a store for (its tracking store registry); a plugin
+adds its own as an ``mlflow.tracking_store`` entry point."""
+SEARCH = "api/2.0/mlflow/experiments/search?max_results=1"  # what every MLflow server answers
+URI_KEY = "tracking.tracking_uri"
+LOCAL = "unset tracking.tracking_uri / MLFLOW_TRACKING_URI to record under the output root"
+
+
 def check_tracking_server(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
-    """Raise if an http(s) tracking URI does not answer within ``timeout_s`` (others pass)."""
-    if not uri.startswith(("http://", "https://")):
-        return
+    """Raise if the tracking URI cannot take a run, before anything is recorded.
+
+    A scheme MLflow has no store for is bad input (:class:`ConfigError`); an http(s) server
+    that does not answer within ``timeout_s``, or answers but is no MLflow server, and a
+    SQLite file that cannot be written are stores that cannot work (:class:`StoreUnavailable`).
+    Other stores (a database server, a plugin's) are MLflow's to reach.
+    """
+    scheme = _scheme(uri)
+    if scheme in ("http", "https"):
+        _check_server(uri, timeout_s)
+    elif scheme == "sqlite":
+        _check_sqlite(uri)
+    elif scheme not in MLFLOW_SCHEMES and scheme not in _plugin_schemes():
+        raise ConfigError(
+            URI_KEY,
+            uri,
+            f"MLflow has no tracking store for the scheme {scheme}://",
+            "use a path, sqlite:///<file>, http(s)://<mlflow server> or a database URL "
+            "(postgresql://, mysql://, mssql://); MLFLOW_TRACKING_URI is read when "
+            f"{URI_KEY} is unset",
+        )
+
+
+def _scheme(uri: str) -> str:
+    """The URI's scheme as MLflow reads it: a database's without its ``+driver``, a Windows
+    drive letter none."""
+    import urllib.parse
+
+    scheme = urllib.parse.urlparse(uri).scheme.lower().split("+", 1)[0]
+    return "" if len(scheme) == 1 else scheme
+
+
+def _plugin_schemes() -> set[str]:
+    from importlib.metadata import entry_points
+
+    return {e.name for e in entry_points(group="mlflow.tracking_store")}
+
+
+def _check_server(uri: str, timeout_s: float) -> None:
+    """The server answers MLflow's REST API (or asks for credentials, as behind auth)."""
+    import json
+
+    url = f"{uri.rstrip('/')}/{SEARCH}"
     try:
-        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s):
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            body = answer.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):  # behind auth: the runs will say whether the login works
             return
-    except urllib.error.HTTPError:
-        return  # it answered: a server without /health, or behind auth, is still there
+        said = f"HTTP {exc.code} {exc.reason}"
     except (OSError, ValueError) as exc:
         why = getattr(exc, "reason", exc)
         raise StoreUnavailable(
             f"the MLflow tracking server {uri} does not answer ({why}). Fix: start it "
-            "(scripts/mlflow_server.sh), correct tracking.tracking_uri / MLFLOW_TRACKING_URI, "
-            "or unset them to record in the local SQLite store under the output root"
+            f"(scripts/mlflow_server.sh), correct the address, or {LOCAL}"
         ) from None
+    else:
+        with contextlib.suppress(ValueError):
+            if isinstance(json.loads(body or b"null"), dict):
+                return
+        said = "an answer that is not MLflow's JSON"
+    raise StoreUnavailable(
+        f"{URI_KEY}={uri}: answers, but is no MLflow tracking server (GET {url}: {said}). "
+        f"Fix: give the MLflow server's address, or {LOCAL}"
+    )
+
+
+def _check_sqlite(uri: str) -> None:
+    """The SQLite file's folder can be written (created if missing), and so can the file."""
+    path = uri.partition("sqlite:///")[2]
+    if not path or path == ":memory:":
+        return
+    db = Path(path)
+    check_writable(db.parent, URI_KEY)
+    if db.exists() and not os.access(db, os.W_OK):
+        raise StoreUnavailable(
+            f"{URI_KEY}={uri}: the SQLite file cannot be written (read-only). Fix: make it "
+            f"writable, or {LOCAL}"
+        )
 
 
 def bound_tracking_retries() -> None:

@@ -98,7 +98,7 @@ def tracking_wanted(track: bool | None) -> bool | None:
         uri = mlflow.get_tracking_uri()
     try:
         check_tracking_server(uri)
-    except StoreUnavailable as err:
+    except (StoreUnavailable, ConfigError) as err:
         warn_user(f"AutoLoader will not record to MLflow: {err}")
         return False
     return track

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.result_stores import StoreUnavailable, check_tracking_server, check_writable
 
@@ -44,6 +45,8 @@ def check_stores(plan: SweepPlan, lock_mode: str = "off") -> None:
             check_lock_dir()
     except StoreUnavailable as exc:
         fail(str(exc), INFRA)
+    except ConfigError as exc:  # a tracking URI no MLflow store serves
+        fail(str(exc))
 
 
 def show_first_error(view: SweepView, answer: Answer) -> bool:

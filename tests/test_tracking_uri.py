@@ -1,0 +1,151 @@
+"""A tracking URI that cannot take a run is refused at start-up, in one line, before a trial
+runs or a study is opened: a scheme MLflow has no store for (status 2), an HTTP server that is
+no MLflow server, a SQLite file whose folder cannot be written (status 5)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
+from loadertune.result_stores import MLFLOW_SCHEMES, StoreUnavailable, check_tracking_server
+from tests._mlflow_server import free_port
+from tests.conftest import with_tiny
+
+TRIAL = ["model=simulated", "model.step_ms=1", "trial.steps=8", "trial.warmup_steps=1"]
+
+
+@contextlib.contextmanager
+def plain_http_server(root: Path) -> Iterator[str]:
+    """Python's own file server on a free loopback port: it answers, and is no MLflow."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/", timeout=5):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.1)
+        yield uri
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _loadertune(out: Path, uri: str, *first: str) -> subprocess.CompletedProcess[str]:
+    script = str(Path(sys.executable).with_name("loadertune"))
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.run(
+        [
+            script,
+            *first,
+            f"paths.output_root={out}",
+            f"tracking.tracking_uri={uri}",
+            "trial.host_lock=off",
+            *with_tiny(TRIAL),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        timeout=300,
+    )
+
+
+def _refused(out: Path, uri: str, status: int, words: str) -> None:
+    """A single trial and a sweep both refuse ``uri`` in one line, with ``status``."""
+    for first in ([], ["-m", "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=s"]):
+        proc = _loadertune(out, uri, *first)
+        assert proc.returncode == status, proc.stderr
+        assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
+        assert proc.stderr.startswith("loadertune: error: "), proc.stderr
+        assert words in proc.stderr and "Fix: " in proc.stderr, proc.stderr
+        assert not (out / "optuna.db").exists()  # no study opened
+        assert "trial" not in proc.stdout.lower()  # no trial ran
+
+
+@pytest.mark.slow
+def test_a_scheme_mlflow_has_no_store_for_is_bad_input(tmp_path: Path) -> None:
+    _refused(
+        tmp_path,
+        "bogus://somewhere/db",
+        ExitStatus.BAD_INPUT,
+        "tracking.tracking_uri=bogus://somewhere/db: MLflow has no tracking store for the "
+        "scheme bogus://",
+    )
+
+
+@pytest.mark.slow
+def test_an_http_server_that_is_no_mlflow_server_is_refused(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "health").write_text("OK")  # even a /health that answers
+    with plain_http_server(site) as uri:
+        _refused(
+            tmp_path,
+            uri,
+            ExitStatus.INFRASTRUCTURE,
+            f"tracking.tracking_uri={uri}: answers, but is no MLflow tracking server",
+        )
+
+
+@pytest.mark.slow
+def test_a_sqlite_store_whose_folder_cannot_be_written_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # even root cannot make a folder below a file
+    uri = f"sqlite:///{blocker}/mlflow.db"
+    _refused(tmp_path, uri, ExitStatus.INFRASTRUCTURE, "tracking.tracking_uri=")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "",
+        "mlruns",
+        "file:///tmp/mlruns",
+        "postgresql+psycopg2://user@db.invalid/mlflow",
+        "mysql://db.invalid/mlflow",
+        "databricks",
+        "sqlite://",  # in memory
+    ],
+)
+def test_other_stores_pass_to_mlflow(uri: str) -> None:
+    check_tracking_server(uri)  # no error: a database server is MLflow's to reach
+
+
+def test_a_sqlite_file_in_a_new_folder_passes(tmp_path: Path) -> None:
+    check_tracking_server(f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}")
+    assert (tmp_path / "new").is_dir()
+
+
+def test_the_refusals_are_their_kinds() -> None:
+    with pytest.raises(ConfigError):
+        check_tracking_server("s3://bucket/mlflow")
+    with pytest.raises(StoreUnavailable, match="does not answer"):
+        check_tracking_server(f"http://127.0.0.1:{free_port()}", timeout_s=2)
+
+
+def test_the_schemes_are_mlflows_own() -> None:
+    """The list the check reads is what the installed MLflow registers (its registry is
+    private: read here, never in src/)."""
+    from mlflow.tracking._tracking_service import utils
+
+    assert set(utils._tracking_store_registry._registry) == MLFLOW_SCHEMES

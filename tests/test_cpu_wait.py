@@ -53,7 +53,7 @@ def cpu_hogs(count: int) -> Iterator[None]:
     exits, so they are no descendant the meter would count as the loader's)."""
     line = subprocess.run(
         ["sh", "-c", " ".join(["yes >/dev/null 2>&1 </dev/null & echo $!;"] * count)],
-        capture_output=True, text=True, check=True, timeout=30,
+        capture_output=True, text=True, check=True, timeout=300,
     ).stdout  # fmt: skip
     pids = [int(pid) for pid in line.split()]
     try:

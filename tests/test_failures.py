@@ -227,8 +227,8 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGKILL)
     # Its output ends once no process of it is left: a worker orphaned by the kill would
     # hold the pipes open (worker_tether), and the wait would never end.
-    proc.communicate(timeout=60)
-    _wait_for(lambda: not processes_under(tmp_path), timeout=15)
+    proc.communicate(timeout=600)
+    _wait_for(lambda: not processes_under(tmp_path), timeout=120)
 
     again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", *SLOW)
     _, err = again.communicate()
@@ -259,7 +259,7 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
     proc = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=3", *SLOW, wait=False)
     _wait_for(lambda: _running_trial(tmp_path))
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == ExitStatus.INTERRUPTED
     assert "interrupted" in out
     trials = finished(tmp_path)
@@ -268,7 +268,7 @@ def test_ctrl_c_records_the_current_trial_and_exits(tmp_path: Path) -> None:
     parents, children, _ = mlflow_runs(tmp_path)
     assert [p.info.status for p in parents] == ["KILLED"]
     assert len(children) == len(trials)
-    _wait_for(lambda: not processes_under(tmp_path), timeout=15)
+    _wait_for(lambda: not processes_under(tmp_path), timeout=120)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def test_the_end_keeps_the_status_the_handlers_and_the_output(code: str, status:
         [sys.executable, "-c", PROGRAM.format(code=code)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,
     )
     assert done.returncode == status
     assert done.stdout == "buffered thread done handler ran\n"

@@ -615,7 +615,7 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     try:
         _wait_for(lambda: _measuring(watch, a.pid), timeout=90)
         a.send_signal(signal.SIGKILL)
-        a.communicate(timeout=30)
+        a.communicate(timeout=600)
         # What a held when it died (it may have just finished a trial: under load the kill
         # can land between two); only the other sweep can end these now.
         held = {

@@ -358,7 +358,7 @@ def test_a_verdict_cut_by_kill_9_is_finished_on_the_next_start(tmp_path: Path) -
     proc.send_signal(signal.SIGKILL)  # the sweep process, in its verdict
     _, first_err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL, "".join(seen) + first_err
-    _wait_for(lambda: not processes_under(tmp_path), timeout=30)
+    _wait_for(lambda: not processes_under(tmp_path), timeout=120)
     study = study_at(tmp_path)
     assert study.user_attrs.get("verdict") == "started", "".join(seen) + first_err
     trials_before = len(study.trials)

@@ -58,7 +58,7 @@ def _workers_after_kill(folder: Path, how: str) -> list[int]:
         [sys.executable, "-c", _KILLED_MID_START, str(folder), how],
         stdout=pipe,
         stderr=pipe,
-        timeout=60,
+        timeout=600,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     pids = [int(p.name.split("-")[1]) for p in folder.glob("worker-*")]

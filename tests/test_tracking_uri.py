@@ -149,3 +149,27 @@ def test_the_schemes_are_mlflows_own() -> None:
     from mlflow.tracking._tracking_service import utils
 
     assert set(utils._tracking_store_registry._registry) == MLFLOW_SCHEMES
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_tracking_server_prints_no_line_a_run(tmp_path: Path) -> None:
+    """MLflow prints "View run ... at" and "View experiment at" for every run it ends on a
+    server; the sweep's console is its own (its summary names the UI once)."""
+    from tests._mlflow_server import mlflow_server
+
+    out = tmp_path / "out"
+    out.mkdir()
+    store = f"sqlite:///{tmp_path / 'server.db'}"
+    with mlflow_server(store, tmp_path / "artifacts", tmp_path) as uri:
+        proc = _loadertune(
+            out,
+            uri,
+            "-m",
+            "hydra.sweeper.n_trials=2",
+            "hydra.sweeper.study_name=s",
+            "hydra.sweeper.verdict_repeats=0",
+        )
+    assert proc.returncode == ExitStatus.OK, proc.stderr
+    assert "[2/2] trial" in proc.stdout
+    assert "View run" not in proc.stdout + proc.stderr
+    assert "View experiment" not in proc.stdout + proc.stderr

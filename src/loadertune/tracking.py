@@ -76,6 +76,9 @@ def use_experiment(tracking: TrackingConfig, output_root: str, name: str | None 
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
+    # MLflow prints two "View run/experiment at" lines for every run it ends on a tracking
+    # server: a sweep's console would be mostly those. The summary names the UI once.
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     uri = tracking_uri(tracking, output_root)
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(uri)

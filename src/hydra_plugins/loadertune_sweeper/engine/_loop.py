@@ -40,6 +40,7 @@ from ..record import _console
 from ..record._mlflow_runs import SweepRecorder, results_yaml, write_results
 from ..record._store_ahead import make_store_ahead
 from ..study import _hosts, _storage
+from ..study._study_file import StudyFile, StudyLost, store_failure
 from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
 from ..trial._outcome import Answer, answer_trial, tell_and_record
@@ -72,6 +73,7 @@ class _Session:
     slots: _storage.Slots
     budget: _storage.Budget
     next: NextTrial  # what to measure next: the baselines' rungs, the walk, the steering
+    study_file: StudyFile  # the SQLite file the study was opened on, watched
 
 
 class SweepEngine:
@@ -122,13 +124,15 @@ class SweepEngine:
             fail(str(exc), ExitStatus.BUSY)
         except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: nothing ran
             ending = ExitStatus.INTERRUPTED
-        except StoreUnavailable as exc:  # the tracking server lost mid-sweep: Optuna has all
+        except StoreUnavailable as exc:  # a tracking server or the study's file lost mid-sweep
             fail(str(exc), INFRA)
-        except Exception as exc:  # a full disk half way: one line; what was recorded stays
-            if not is_disk_full(exc):
-                raise
-            out = plan.base.paths.output_root
-            fail(describe_os_error(OSError(errno.ENOSPC, str(exc)), Path(out)), INFRA)
+        except Exception as exc:  # a full disk, a failed study database: one line; what was
+            if is_disk_full(exc):  # recorded stays
+                out = plan.base.paths.output_root
+                fail(describe_os_error(OSError(errno.ENOSPC, str(exc)), Path(out)), INFRA)
+            if (line := store_failure(plan.storage, exc)) is not None:
+                fail(line, INFRA)
+            raise
         if ending != ExitStatus.OK:
             sys.exit(int(ending))
 
@@ -209,12 +213,14 @@ class SweepEngine:
         upcoming = NextTrial(
             study, plan, s, budget, view.note, self.memory_budget / 2**20, view.steered
         )
-        return _Session(plan, study, recorder, view, slots, budget, upcoming)
+        watched = StudyFile.of(plan.storage)
+        return _Session(plan, study, recorder, view, slots, budget, upcoming, watched)
 
     def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> ExitStatus:
         """Search, then the verdict; how the sweep ended (see :mod:`loadertune.exit_status`)."""
         session = self._start(plan, study, sampler)
         status, ending = "FINISHED", ExitStatus.NO_RESULT
+        study_failed = False  # the study's store failed: it holds what it committed, no more
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         try:
             if study.user_attrs.get(StudyAttr.VERDICT) == VERDICT_STARTED:
@@ -226,15 +232,22 @@ class SweepEngine:
                 status, ending = self._search(session, sampler)
             if status == "FINISHED" and not self._stop_requested:
                 ending = self._verdict_ending(session)
+            session.study_file.check()
         except KeyboardInterrupt:
             self._stop_requested = True
+        except BaseException as exc:  # a store failed, or the sweep's own error: no FINISHED
+            status = "FAILED"
+            study_failed = isinstance(exc, StudyLost) or bool(store_failure(plan.storage, exc))
+            if study_failed:  # a file deleted or replaced says so (SQLite refuses its writes)
+                session.study_file.check()
+            raise
         finally:
             session.slots.close()
             signal.signal(signal.SIGINT, previous_handler)
             if self._stop_requested:
                 status, ending = "KILLED", ExitStatus.INTERRUPTED
                 session.view.note("interrupted: the sweep stops; every finished trial is recorded")
-            self._finish(session, status)
+            self._finish(session, status, study_failed)
         return ending
 
     def _verdict_ending(self, session: _Session) -> ExitStatus:
@@ -267,6 +280,7 @@ class SweepEngine:
                 break
             answer = self._answer(session, trial)
             tell_and_record(study, answer, session.recorder, session.view, ran + 1)
+            session.study_file.check()  # still the study's file: else stop, nothing lost
             if answer.measured and answer.error and not errors_shown:
                 errors_shown = show_first_error(view, answer)
             if answer.error and says_disk_full(answer.error):  # not the setting's fault
@@ -306,11 +320,19 @@ class SweepEngine:
                 return "FAILED", ExitStatus.NO_RESULT
         return "FINISHED", ExitStatus.OK
 
-    def _finish(self, session: _Session, status: str) -> None:
-        """Write the results and end the parent run, whatever stopped the sweep."""
+    def _finish(self, session: _Session, status: str, study_failed: bool = False) -> None:
+        """Write the results and end the parent run, whatever stopped the sweep; with the
+        study's store failed, only end the run: nothing claims what the study did not keep."""
         study, plan = session.study, session.plan
         self.measure.busy.at_end()
-        results = results_yaml(study, plan.storage, session.recorder.recommended)
+        if study_failed:
+            session.recorder.abort(status)
+            return
+        try:
+            results = results_yaml(study, plan.storage, session.recorder.recommended)
+        except Exception:  # the study cannot be read back (its store failed): no results
+            session.recorder.abort("FAILED")
+            raise
         write_results(plan.sweep_dir, results)
         self.results = results
         if session.recorder.lost:

@@ -247,6 +247,8 @@ def test_killed_sweep_resumes_and_both_stores_agree(tmp_path: Path) -> None:
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
     by_number = {int(c.data.tags["optuna.trial_number"]): c for c in children}
     assert sorted(by_number) == [t.number for t in trials if "repeat_of" not in t.user_attrs]
+    assert len(children) == len(by_number)  # one run per measured trial: no repaired copy
+    assert not any("loadertune.recovered" in c.data.tags for c in children)
     assert by_number[1].info.status == "FAILED"
     assert by_number[1].data.tags["reason"] == "interrupted"
     assert {c.info.status for n, c in by_number.items() if n != 1} == {"FINISHED"}

@@ -148,7 +148,7 @@ def test_optuna_plots_name_the_objective(tmp_path: Path, monkeypatch: pytest.Mon
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as ovm
 
-    from hydra_plugins.loadertune_sweeper.record import _mlflow_runs
+    from hydra_plugins.loadertune_sweeper.record import _mlflow_runs, _plots
 
     names: dict[str, str] = {}
 
@@ -164,5 +164,5 @@ def test_optuna_plots_name_the_objective(tmp_path: Path, monkeypatch: pytest.Mon
         attr = "plot_optimization_history" if name == "history" else f"plot_{name}"
         monkeypatch.setattr(ovm, attr, spy(name))
     study, _ = recorded_study()
-    assert len(_mlflow_runs.save_plots(study, tmp_path)) == 4
+    assert len(_plots.save_plots(study, tmp_path, _mlflow_runs.OBJECTIVE)) == 4
     assert names == dict.fromkeys(plots, "time per sample (ms)")

@@ -25,10 +25,12 @@ from .. import _optuna_private
 from .._keys import RunKind, Tag, TrialAttr, TrialFigures
 from ..plan import _baselines
 from ..plan._baselines import Role
+from ..record._mlflow_runs import MLFLOW_STATUS, child_tags
 from ..study._storage import OUT_OF_RANGE
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
+    from optuna.trial import FrozenTrial
 
     from ..record._mlflow_runs import SweepRecorder
 
@@ -84,13 +86,12 @@ def _ended(client: MlflowClient, parent: str, dead: set[str]) -> bool:
 
 
 def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
-    """Add a child run for each finished trial of the study that has none in MLflow (or only
-    runs a later start closed), from what Optuna kept: its state, value, params, reason and
-    figures. The trial numbers added."""
-    from mlflow.entities import Metric, Param
+    """Give each finished trial of the study that MLflow lacks its one child run, from what
+    Optuna kept: its state, value, params, reason and figures. The trial numbers added.
 
-    from ..record._mlflow_runs import MLFLOW_STATUS
-
+    A trial whose run a dead sweep left half-written (created, then closed KILLED by a later
+    start: the sweep or its server died between the two writes) gets that run completed,
+    not a second one beside it: one child run per measured trial, whatever died when."""
     client = recorder.client
     runs = client.search_runs(
         [recorder.experiment_id],
@@ -101,6 +102,7 @@ def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
         max_results=50000,
     )
     held = {r.data.tags.get(Tag.TRIAL_NUMBER) for r in runs if Tag.CLOSED not in r.data.tags}
+    stubs = {r.data.tags.get(Tag.TRIAL_NUMBER): r.info.run_id for r in runs}  # closed ones
     added = []
     for frozen in study.get_trials(deepcopy=False, states=tuple(MLFLOW_STATUS)):
         attrs = frozen.user_attrs
@@ -108,33 +110,44 @@ def record_missing(study: optuna.Study, recorder: SweepRecorder) -> list[int]:
             continue  # recorded, or dropped unrun (never recorded, by design)
         if TrialAttr.REPEAT_OF in attrs:
             continue  # answered from an earlier trial: counted on the parent, not a run
-        tags = {
-            Tag.PARENT: str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id),
-            Tag.KIND: RunKind.TRIAL,
-            Tag.STUDY_NAME: study.study_name,
-            Tag.TRIAL_NUMBER: str(frozen.number),
-            Tag.TRIAL_STATE: frozen.state.name,
-            Tag.RECOVERED: RECOVERED_WHY,
-        }
-        if attrs.get(TrialAttr.REASON):
-            tags[Tag.REASON] = str(attrs[TrialAttr.REASON])
-        start = frozen.datetime_start.timestamp() * 1000 if frozen.datetime_start else None
-        run = client.create_run(recorder.experiment_id, start_time=int(start or 0) or None,
-                                run_name=f"trial {frozen.number}", tags=tags)  # fmt: skip
-        figures = TrialFigures.of(attrs)
-        values = {k: float(v) for k, v in (figures.as_attrs() if figures else {}).items()}
-        if frozen.value is not None:
-            values["time_per_sample_ms"] = float(frozen.value)
-        client.log_batch(
-            run.info.run_id,
-            metrics=[Metric(k, v, int(start or 0), 0) for k, v in values.items()],
-            params=[Param(k.lstrip("+"), str(v)) for k, v in frozen.params.items()],
-        )
-        end = frozen.datetime_complete
-        end_ms = int(end.timestamp() * 1000) if end else None
-        client.set_terminated(run.info.run_id, MLFLOW_STATUS[frozen.state], end_ms)
+        _complete_run(recorder, study.study_name, frozen, stubs.get(str(frozen.number)))
         added.append(frozen.number)
     return added
+
+
+def _complete_run(
+    recorder: SweepRecorder, study_name: str, frozen: FrozenTrial, run_id: str | None
+) -> None:
+    """Write trial ``frozen``'s child run from Optuna's record, into ``run_id`` (a run a
+    later start closed half-written) or a new run, and end it with the trial's state."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    client, attrs = recorder.client, frozen.user_attrs
+    parent = str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id)
+    tags = {**child_tags(parent, study_name, frozen), Tag.RECOVERED: RECOVERED_WHY}
+    if attrs.get(TrialAttr.REASON):
+        tags[Tag.REASON] = str(attrs[TrialAttr.REASON])
+    start = frozen.datetime_start.timestamp() * 1000 if frozen.datetime_start else None
+    if run_id is None:
+        run_id = client.create_run(recorder.experiment_id, start_time=int(start or 0) or None,
+                                   run_name=f"trial {frozen.number}").info.run_id  # fmt: skip
+    else:
+        client.delete_tag(run_id, Tag.CLOSED)  # completed now: no longer a dead sweep's stub
+    figures = TrialFigures.of(attrs)
+    values = {k: float(v) for k, v in (figures.as_attrs() if figures else {}).items()}
+    if frozen.value is not None:
+        values["time_per_sample_ms"] = float(frozen.value)
+    logged = client.get_run(run_id).data.params
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, v, int(start or 0), 0) for k, v in values.items()],
+        params=[Param(k.lstrip("+"), str(v)) for k, v in frozen.params.items()
+                if k.lstrip("+") not in logged],
+        tags=[RunTag(k, v) for k, v in tags.items()],
+    )  # fmt: skip
+    end = frozen.datetime_complete
+    end_ms = int(end.timestamp() * 1000) if end else None
+    client.set_terminated(run_id, MLFLOW_STATUS[frozen.state], end_ms)
 
 
 def queue_baselines(

@@ -7,11 +7,9 @@ killed by the kernel is still recorded here, with what it measured before it die
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
 import tempfile
 import time
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,14 +28,13 @@ from loadertune.tracking import param_text
 from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
 from . import _verdict_record
+from ._plots import save_plots
 from ._server_loss import guarded
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
 
     from ..verdict._rounds import Verdict
-
-_log = logging.getLogger(__name__)
 
 OBJECTIVE = "time per sample (ms)"  # the objective's name and unit on Optuna's plots
 # Parent-run metric: trials answered from an earlier trial of the same settings, no child run.
@@ -124,11 +121,7 @@ class SweepRecorder:
             start_time=_ms(frozen.datetime_start),
             run_name=f"trial {frozen.number}",
             tags={
-                Tag.PARENT: str(self.parent_id),
-                Tag.KIND: RunKind.TRIAL,
-                Tag.STUDY_NAME: self.study_name,
-                Tag.TRIAL_NUMBER: str(frozen.number),
-                Tag.TRIAL_STATE: frozen.state.name,
+                **child_tags(str(self.parent_id), self.study_name, frozen),
                 **{f"optuna.param.{k.lstrip('+')}": param_text(v) for k, v in params},
                 **tags,
             },
@@ -246,8 +239,7 @@ class SweepRecorder:
         with tempfile.TemporaryDirectory() as tmp:
             frame = study.trials_dataframe()
             frame.to_csv(Path(tmp) / "trials.csv", index=False)
-            for name in save_plots(study, Path(tmp)):
-                _log.debug("plot %s", name)
+            save_plots(study, Path(tmp), OBJECTIVE)
             self.client.log_artifacts(self.parent_id, tmp)
         self.client.set_terminated(self.parent_id, status)
 
@@ -280,16 +272,11 @@ class SweepRecorder:
                 old = self.client.get_run(str(parent))
                 if old.info.status == "RUNNING":
                     self.client.set_terminated(old.info.run_id, "KILLED")
+            reason = str(frozen.user_attrs.get(TrialAttr.REASON, Reason.INTERRUPTED))
             run = self.client.create_run(
                 self.experiment_id,
                 run_name=f"trial {number}",
-                tags={
-                    Tag.PARENT: str(parent),
-                    Tag.KIND: RunKind.TRIAL,
-                    Tag.TRIAL_NUMBER: str(number),
-                    Tag.TRIAL_STATE: frozen.state.name,
-                    Tag.REASON: str(frozen.user_attrs.get(TrialAttr.REASON, Reason.INTERRUPTED)),
-                },
+                tags={**child_tags(str(parent), self.study_name, frozen), Tag.REASON: reason},
             )
             self.client.set_terminated(run.info.run_id, "FAILED")
 
@@ -298,6 +285,19 @@ class SweepRecorder:
         """End the parent run when the sweep stops early (Ctrl-C, an error)."""
         if self.enabled and self.parent_id is not None:
             self.client.set_terminated(self.parent_id, status)
+
+
+def child_tags(parent: str, study_name: str, frozen: FrozenTrial) -> dict[str, str]:
+    """What makes a run a trial's child run: its parent, kind, study, number and state.
+    Every child run carries all of them, whoever writes it: a start that repairs MLflow
+    finds a trial's run by study and number, and adds a copy of any run it cannot find."""
+    return {
+        Tag.PARENT: parent,
+        Tag.KIND: RunKind.TRIAL,
+        Tag.STUDY_NAME: study_name,
+        Tag.TRIAL_NUMBER: str(frozen.number),
+        Tag.TRIAL_STATE: frozen.state.name,
+    }
 
 
 def _ms(moment: datetime | None) -> int | None:
@@ -319,43 +319,6 @@ def partial_metrics(steps: list[StepRecord]) -> dict[str, float]:
         "data_wait_fraction": s.data_wait_fraction,
         "timed_steps": float(s.steps),
     }
-
-
-def save_plots(study: optuna.Study, out: Path) -> list[str]:
-    """Optuna's optimisation history, importances, parallel coordinates and slice, as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from optuna.visualization import matplotlib as ovm
-
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    plots: dict[str, Any] = {
-        "optimization_history.png": ovm.plot_optimization_history,
-        "param_importances.png": ovm.plot_param_importances,
-        "parallel_coordinate.png": ovm.plot_parallel_coordinate,
-        "slice.png": ovm.plot_slice,
-    }
-    saved = []
-    for name, plot in plots.items():
-        if name == "param_importances.png" and (len(complete) < 2 or not _varied(complete)):
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ax = plot(study, target_name=OBJECTIVE)
-            figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
-            figure.savefig(out / name, dpi=100, bbox_inches="tight")
-            plt.close(figure)
-            saved.append(name)
-        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
-            _log.info("skipped %s: %s", name, exc)
-    return saved
-
-
-def _varied(trials: list[FrozenTrial]) -> bool:
-    keys = {k for t in trials for k in t.params}
-    return any(len({str(t.params.get(k)) for t in trials}) > 1 for k in keys)
 
 
 def results_yaml(

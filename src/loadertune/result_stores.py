@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from loadertune.errors import ConfigError
+from loadertune.mlflow_store import open_store
 
 REACH_TIMEOUT_S = 5.0
 MIN_FREE_MB = 50  # below this, the stores' next writes may fail half way
@@ -137,10 +138,16 @@ def bound_tracking_retries() -> None:
 @contextlib.contextmanager
 def bounded_tracking_retries() -> Iterator[None]:
     """:func:`bound_tracking_retries` for the writes inside, then the environment as it was
-    (a library call inside the user's process changes nothing of it for good)."""
+    (a library call inside the user's process changes nothing of it for good). The store
+    those writes go to (MLflow's current tracking URI, as a bare ``MlflowClient()`` takes it)
+    is opened first as every path opens one (:func:`loadertune.mlflow_store.open_store`), so
+    a fresh SQLite store a sweep is making at the same moment is not migrated twice."""
+    import mlflow
+
     before = {key: os.environ.get(key) for key in BOUNDED_RETRIES}
     bound_tracking_retries()
     try:
+        open_store(mlflow.get_tracking_uri())
         yield
     finally:
         for key, value in before.items():

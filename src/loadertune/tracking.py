@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune.config import RunConfig, TrackingConfig, resolve_path
+from loadertune.mlflow_store import open_store
 
 if TYPE_CHECKING:
     from mlflow.entities import Metric
@@ -80,6 +81,7 @@ def use_experiment(tracking: TrackingConfig, output_root: str, name: str | None 
     # server: a sweep's console would be mostly those. The summary names the UI once.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     uri = tracking_uri(tracking, output_root)
+    open_store(uri)  # a fresh SQLite store's tables made once, whoever opens it meanwhile
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(uri)
     name = name or tracking.experiment

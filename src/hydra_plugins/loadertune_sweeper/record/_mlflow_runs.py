@@ -80,8 +80,8 @@ class SweepRecorder:
             return
         self.uri = tracking_uri(tracking, output_root)
         self.artifacts = artifact_root(tracking, output_root)
+        self.experiment_id = use_experiment(tracking, output_root)  # opens the store first
         self.client = MlflowClient(self.uri)
-        self.experiment_id = use_experiment(tracking, output_root)
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"sweep {study.study_name} on {socket.gethostname()}",

@@ -4,9 +4,11 @@ A new SQLite store runs MLflow's schema migrations (about 3.5 s on a 2-core mach
 the first run can be written, and the sweep's own start (torch's import and the first
 composition, Optuna's storage, MLflow's import: about as long) keeps one core busy. So the
 store is made beside it, and the sweep waits for it only where it first opens the store.
-Only a SQLite file that does not exist yet; a server, or a store made before, is opened as
-it always was. The maker ignores Ctrl-C, so an interrupted start never leaves a store
-half-migrated (multiprocessing joins it at exit).
+It is opened as every path opens a store (``loadertune.mlflow_store``: under the lock beside
+the file, so another sweep, a single trial or AutoLoader opening it at the same moment waits
+for the tables). Only a SQLite file that does not exist yet; a server, or a store made
+before, is opened as it always was. The maker ignores Ctrl-C, so an interrupted start never
+leaves a store half-migrated (multiprocessing joins it at exit).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-SQLITE = "sqlite:///"
+from loadertune.mlflow_store import sqlite_file
 
 
 def make_store_ahead(config: Any) -> Callable[[], None]:
@@ -53,9 +55,8 @@ def _new_sqlite_store(config: Any) -> str | None:
         uri = tracking_uri(given, str(config.paths.output_root))
     except Exception:  # a config the checks will reject, with their message
         return None
-    if not uri.startswith(SQLITE) or Path(uri[len(SQLITE) :]).exists():
-        return None
-    return uri
+    db = sqlite_file(uri)
+    return None if db is None or Path(db).exists() else uri
 
 
 def _make(uri: str) -> None:
@@ -63,12 +64,12 @@ def _make(uri: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when forked off the main thread
     code = 0
     try:
-        from mlflow.tracking import MlflowClient
+        from loadertune.mlflow_store import open_store
 
         from ._console import quiet_libraries
 
         quiet_libraries()  # the console stays the sweep's: no migration lines from here
-        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # makes the tables
+        open_store(uri)  # makes the tables, under the lock every opener of the store takes
     except Exception:
         code = 1
     os._exit(code)

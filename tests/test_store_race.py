@@ -1,0 +1,109 @@
+"""A fresh SQLite MLflow store opened by several processes at the same moment (two sweeps, a
+single trial, AutoLoader): its tables are made once, every opener succeeds, the store works."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from hydra_plugins.loadertune_sweeper.record._store_ahead import make_store_ahead
+from loadertune.config import TrackingConfig
+from loadertune.mlflow_store import sqlite_file
+from loadertune.result_stores import bounded_tracking_retries
+from loadertune.tracking import use_experiment
+
+OPENERS = 4  # processes released together onto one fresh store
+WAIT_S = 600.0  # far past what a loaded machine takes to migrate a store once
+
+
+def _single_trial_or_sweep(root: Path, uri: str) -> None:
+    """Where a single trial and a sweep's recorder first open the store."""
+    use_experiment(TrackingConfig(tracking_uri=uri), str(root))
+
+
+def _sweep_start(root: Path, uri: str) -> None:
+    """A sweep's start: the store made in a process of its own, then opened."""
+    config = OmegaConf.create(
+        {"tracking": {"enabled": True, "tracking_uri": uri}, "paths": {"output_root": str(root)}}
+    )
+    make_store_ahead(config)()
+    use_experiment(TrackingConfig(tracking_uri=uri), str(root))
+
+
+def _autoloader(root: Path, uri: str) -> None:
+    """AutoLoader's record: a bare ``MlflowClient()`` on MLflow's tracking URI."""
+    from mlflow import MlflowClient
+
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    with bounded_tracking_retries():
+        MlflowClient().search_experiments(max_results=1)
+
+
+def _open(
+    how: Callable[[Path, str], None], root: Path, uri: str, start: Any, out: Any, i: int
+) -> None:
+    start.wait()
+    try:
+        how(root, uri)
+        out.put((i, "ok"))
+    except BaseException as exc:
+        out.put((i, f"{type(exc).__name__}: {exc}"[:300]))
+
+
+def _tables(db: Path) -> set[str]:
+    with sqlite3.connect(db) as con:
+        return {row[0] for row in con.execute("select name from sqlite_master where type='table'")}
+
+
+def test_openers_at_once_make_the_tables_once_and_all_succeed(tmp_path: Path) -> None:
+    import mlflow  # imported before the fork: the openers meet at the migration, not the import
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    ways = [_single_trial_or_sweep, _sweep_start, _autoloader, _single_trial_or_sweep]
+    ctx = mp.get_context("fork")
+    start, out = ctx.Barrier(OPENERS), ctx.Queue()
+    procs = [
+        ctx.Process(target=_open, args=(ways[i % len(ways)], tmp_path, uri, start, out, i))
+        for i in range(OPENERS)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        said = dict(out.get(timeout=WAIT_S) for _ in procs)
+    except queue.Empty:
+        pytest.fail("an opener neither succeeded nor failed")
+    finally:
+        for p in procs:
+            p.join(WAIT_S)
+    assert {i: s for i, s in said.items() if s != "ok"} == {}
+    assert {"experiments", "runs", "latest_metrics", "alembic_version"} <= _tables(db)
+    client = mlflow.MlflowClient(uri)  # the store works: a run written and read back
+    experiment = client.get_experiment_by_name("Default") or client.search_experiments()[0]
+    run = client.create_run(experiment.experiment_id)
+    client.log_metric(run.info.run_id, "m", 1.0)
+    assert client.get_run(run.info.run_id).data.metrics == {"m": 1.0}
+    assert (tmp_path / "mlflow.db.lock").exists()  # the lock lives beside the database
+
+
+@pytest.mark.parametrize(
+    ("uri", "file"),
+    [
+        ("sqlite:////a/b/mlflow.db", "/a/b/mlflow.db"),
+        ("sqlite:///rel/mlflow.db?timeout=30", "rel/mlflow.db"),
+        ("sqlite:///:memory:", None),
+        ("sqlite://", None),
+        ("http://127.0.0.1:5000", None),
+        ("postgresql://u@h/db", None),
+    ],
+)
+def test_which_uris_are_a_sqlite_file(uri: str, file: str | None) -> None:
+    assert sqlite_file(uri) == file

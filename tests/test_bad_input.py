@@ -144,7 +144,8 @@ SINGLE_TRIAL = [
     ),
     # Refused while the trial is set up, before any worker starts:
     (["dataset.count=64", "loader.batch_size=1000000000"], "loader.batch_size=1000000000"),
-    (["model=simulated", "loader.num_workers=1000"], "loader.num_workers=1000"),
+    # More workers than any machine's descriptors (8 a worker) and memory (32 MB) hold:
+    (["model=simulated", "loader.num_workers=1000000"], "loader.num_workers=1000000"),
     (["model=simulated", "trial.steps=1"], "trial.steps=1: must be >= 2"),
     (["model=simulated", "trial.host_lock=never"], "trial.host_lock=never"),
     (["model=simulated", "dataset=custom", "dataset._target_=builtins.object"], "dataset."),

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from hydra_plugins.loadertune_sweeper.plan._guess import (
-    from_default_trial,
-    widen_cap,
-    workers_range,
-)
+from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial, workers_range
+from loadertune import preflight
 from loadertune.config import LoaderConfig
 from loadertune.decision import guess
 from loadertune.result import TrialResult
@@ -33,6 +30,7 @@ def default_trial(
     peak_memory_mb: float = 200.0,
     num_workers: int = 0,
     steps: int = 4,
+    batch_bytes: int = 0,
 ) -> TrialResult:
     """A trial whose every timed step waited ``load_ms`` for its batch and stepped ``step_ms``."""
     records, t = [], 100.0
@@ -66,10 +64,13 @@ def default_trial(
         epochs=1,
         truncated=False,
         machine={"usable_cpus": usable_cpus},
+        batch_bytes=batch_bytes,
+        batch_tensors=2 if batch_bytes else 0,
     )
 
 
 BUDGET_MB = 8192.0
+CAP = 64  # the most workers the machine holds, as preflight.worker_cap would say
 
 
 def test_the_io_bound_sweep_workload_guesses_four_workers_and_widens_to_six() -> None:
@@ -77,7 +78,7 @@ def test_the_io_bound_sweep_workload_guesses_four_workers_and_widens_to_six() ->
     # and a 25 ms sleep as the step. ceil(80 / (25 x 1.05)) = 4 workers hide loading; the
     # written range 0..1 widens to 1.5 x 4 = 6 (the CPUs do not bound reads that wait).
     result = default_trial(load_ms=80.0, step_ms=25.0, load_cpu_cores=0.05)
-    g = from_default_trial(result, BUDGET_MB, max(1, widen_cap(2)))
+    g = from_default_trial(result, BUDGET_MB, CAP)
     assert g is not None
     assert g.workers == 4
     assert g.bound == "hides loading"
@@ -112,7 +113,7 @@ def test_workers_and_the_widened_range_from_load_over_step(
         usable_cpus=2,
         memory_per_worker_mb=100.0,
         memory_budget_mb=BUDGET_MB,
-        max_workers=widen_cap(2),
+        max_workers=CAP,
     )
     assert (g.workers, g.bound) == (workers, "hides loading")
     assert workers_range(g, 0, 1) == (0, searched)
@@ -127,7 +128,7 @@ def test_any_plausible_measurement_of_the_io_bound_workload_widens_the_range() -
             g = from_default_trial(
                 default_trial(load_ms=load_ms, step_ms=step_ms, load_cpu_cores=0.05),
                 BUDGET_MB,
-                widen_cap(2),
+                CAP,
             )
             assert g is not None
             assert g.workers >= 3, (load_ms, step_ms)
@@ -148,13 +149,18 @@ def test_any_plausible_measurement_of_the_io_bound_workload_widens_the_range() -
         ({"cpu_share_of_loading": 1.0, "step_cpu_cores": 1.0}, 2, "cpus", (0, 1), 2),
         # 200 MB a worker in a 600 MB budget: 3 workers at most, and the range stops there.
         ({"load_ms_per_batch": 200.0, "memory_per_worker_mb": 200.0}, 3, "memory", (0, 1), 3),
-        # Loading far slower than the step, workers cheap: the widening stops at 8 per CPU.
+        # Loading far slower than the step, workers cheap: the widening stops at the most
+        # workers the machine holds (CAP), whatever the CPUs.
         (
-            {"load_ms_per_batch": 2000.0, "memory_per_worker_mb": 5.0},
-            16,
+            {
+                "load_ms_per_batch": 2000.0,
+                "memory_per_worker_mb": 5.0,
+                "cpu_share_of_loading": 0.01,
+            },
+            CAP,
             "search space",
             (0, 1),
-            16,
+            CAP,
         ),
         # A few workers hide loading: a range 0..16 narrows to twice the guess.
         ({"load_ms_per_batch": 30.0}, 2, "hides loading", (0, 16), 4),
@@ -181,15 +187,38 @@ def test_what_bounds_the_guess_and_the_range(
         usable_cpus=2,
         memory_per_worker_mb=inputs["memory_per_worker_mb"],
         memory_budget_mb=600.0,
-        max_workers=max(written[1], widen_cap(2)),
+        max_workers=max(written[1], CAP),
         step_cpu_cores=inputs["step_cpu_cores"],
     )
     assert (g.workers, g.bound) == (workers, bound)
     assert workers_range(g, *written) == (written[0], searched)
 
 
-def test_widen_cap_is_eight_workers_a_cpu_up_to_64() -> None:
-    assert [widen_cap(n) for n in (0, 1, 2, 8, 16)] == [8, 8, 16, 64, 64]
+def test_a_latency_bound_read_widens_the_range_past_any_multiple_of_the_cpus() -> None:
+    # An object store: 32 reads of 8 ms a batch at almost no CPU, a 10 ms accelerator step,
+    # 2 CPUs. ceil(256 / (10 x 1.05)) = 25 workers hide the reads (12 per CPU); the range
+    # 0..4 widens to ceil(1.5 x 25) = 38, which the CPUs do not stop.
+    result = default_trial(load_ms=256.0, step_ms=10.0, load_cpu_cores=0.03, batch_size=32)
+    g = from_default_trial(result, BUDGET_MB, CAP)
+    assert g is not None
+    assert (g.workers, g.bound) == (25, "hides loading")
+    assert workers_range(g, 0, 4) == (0, 38)
+    # ... and stops at the most workers the machine holds, when that is fewer.
+    held = from_default_trial(result, BUDGET_MB, 30)
+    assert held is not None and workers_range(held, 0, 4) == (0, 30)
+
+
+def test_each_worker_holds_the_memory_the_pre_flight_checks_count() -> None:
+    # 32 + 2 batches of 16 MB = 64 MB a worker (preflight.worker_mb): a 1,000 MB budget
+    # holds 15 of the 25 the reads would need, and the range stops there.
+    result = default_trial(
+        load_ms=256.0, step_ms=10.0, load_cpu_cores=0.03, batch_size=32, batch_bytes=16 * 2**20
+    )
+    assert preflight.worker_mb(preflight.Batch(16 * 2**20, 2), 2) == preflight.WORKER_MB + 32
+    g = from_default_trial(result, 1000.0, CAP)
+    assert g is not None
+    assert (g.workers, g.bound, g.ceiling) == (15, "memory", 15)
+    assert workers_range(g, 0, 4) == (0, 15)
 
 
 def test_only_a_default_trial_gives_a_guess() -> None:

@@ -15,7 +15,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from hydra_plugins.loadertune_sweeper.plan import _baselines, _sweep_plan
 from hydra_plugins.loadertune_sweeper.plan._baselines import Role
-from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial, widen_cap
+from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial
 from loadertune import preflight, validation
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, to_run_config
 from loadertune.errors import ConfigError
@@ -40,7 +40,6 @@ class Items(torch.utils.data.Dataset[torch.Tensor]):
 
 def _cpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     """This process may use ``count`` CPUs (as far as validation and pre-flight see)."""
-    monkeypatch.setattr(preflight, "usable_cpus", lambda: count)
     monkeypatch.setattr(validation, "cpu_budget", lambda: CpuBudget(count, "cgroup", 64, count))
 
 
@@ -87,53 +86,6 @@ def test_the_key_is_documented_in_the_trial_yaml(
 ) -> None:
     assert to_run_config(compose([])).trial.nproc_per_node == 1
     assert to_run_config(compose(["trial.nproc_per_node=2"])).trial.nproc_per_node == 2
-
-
-# ---- the worker cap: per rank, and the node's total ----------------------------------------
-
-
-def test_one_rank_keeps_todays_cap_and_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
-    _cpus(monkeypatch, 8)
-    preflight.check_worker_count(LoaderConfig(num_workers=64))
-    with pytest.raises(ConfigError) as info:
-        preflight.check_worker_count(LoaderConfig(num_workers=65))
-    assert str(info.value) == (
-        "loader.num_workers=65: would start more worker processes than this machine can use "
-        "(8 usable CPUs; at most 64, 8 per CPU). Fix: e.g. loader.num_workers=16"
-    )
-
-
-def test_the_cap_is_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
-    _cpus(monkeypatch, 16)  # 8 CPUs for each of 2 ranks: 64 workers each, 128 on the node
-    preflight.check_worker_count(LoaderConfig(num_workers=64), nproc_per_node=2)
-    with pytest.raises(ConfigError, match=r"^loader\.num_workers=65: .*at most 64 per rank"):
-        preflight.check_worker_count(LoaderConfig(num_workers=65), nproc_per_node=2)
-
-
-def test_more_workers_than_the_node_can_hold_names_both_keys(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _cpus(monkeypatch, 2)  # 32 workers on the node at most; 32 per rank alone would pass
-    preflight.check_worker_count(LoaderConfig(num_workers=16), nproc_per_node=2)
-    with pytest.raises(ConfigError) as info:
-        preflight.check_worker_count(LoaderConfig(num_workers=17), nproc_per_node=2)
-    line = str(info.value)
-    assert line.startswith("loader.num_workers=17: x trial.nproc_per_node=2 ranks")
-    assert "34 worker processes on the node" in line
-    assert line.endswith("Fix: use loader.num_workers<=16 or fewer trial.nproc_per_node")
-    assert "\n" not in line
-
-
-def test_validate_passes_the_ranks_to_the_worker_cap(
-    monkeypatch: pytest.MonkeyPatch, compose: Callable[[Sequence[str]], DictConfig]
-) -> None:
-    _cpus(monkeypatch, 2)
-    config = to_run_config(compose(["loader.num_workers=20", "trial.nproc_per_node=2"]))
-    with pytest.raises(ConfigError, match=r"trial\.nproc_per_node=2 ranks"):
-        validation.validate(config)
-    many = to_run_config(compose(["loader.num_workers=20", "trial.nproc_per_node=3"]))
-    with pytest.raises(ConfigError, match=r"^trial\.nproc_per_node=3: is more ranks"):
-        validation.validate(many)  # the ranks are wrong, not the workers
 
 
 # ---- pre-flight counts every rank's batches ------------------------------------------------
@@ -222,7 +174,6 @@ def test_the_guess_sees_each_ranks_cpus() -> None:
     assert from_default_trial(result, BUDGET_MB, 64, nproc_per_node=1) == alone
     assert (alone.workers, alone.bound) == (6, "hides loading")
     assert (shared.workers, shared.bound) == (2, "cpus")
-    assert widen_cap(2) < widen_cap(8)
 
 
 # ---- identity: one rank changes no study name and no trial key -------------------------------

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from hydra_plugins.loadertune_sweeper.plan._sweep_plan import _cap_at_shards
+from hydra_plugins.loadertune_sweeper.plan._sweep_plan import cap_range
 from loadertune.config import RunConfig, to_run_config
+from loadertune.preflight import WorkerCap
+from loadertune.shards import shard_limit
+
+
+def _cap_at_shards(space: dict[str, Any], base: RunConfig) -> int | None:
+    """The range capped as a sweep's plan caps it; the shards per rank where they stop it."""
+    cap: WorkerCap = cap_range(space, base.trial.nproc_per_node, shard_limit(base))
+    return cap.workers if cap.by == "shards" else None
 
 
 def _base(tmp_path: Path, **trial: object) -> RunConfig:

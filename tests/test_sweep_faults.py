@@ -240,7 +240,7 @@ def test_batches_beyond_memory_are_refused_before_any_worker() -> None:
 
 
 def test_more_workers_than_the_machine_can_use_are_refused() -> None:
-    cap = preflight.worker_cap()
+    cap = preflight.worker_cap().workers
     preflight.check_worker_count(LoaderConfig(num_workers=cap))
     with pytest.raises(ConfigError, match=f"loader.num_workers={cap + 1}"):
         preflight.check_worker_count(LoaderConfig(num_workers=cap + 1))

@@ -7,18 +7,19 @@ through shared memory: about ``batch bytes x prefetch_factor x num_workers`` sit
 process's memory. With PyTorch's default ``file_descriptor`` sharing strategy each tensor in
 flight also holds an open descriptor. A trial predicted to exceed any of them is refused with
 its reason instead of dying of SIGBUS, the OOM killer or "Too many open files" half way; a
-batch size the dataset cannot fill, and more workers than the machine could ever use, are
-refused as bad input. With several ranks on the node (``trial.nproc_per_node``), each runs
-its own loader with these settings: memory, /dev/shm and the system's open files are counted
-for all of them, and the worker cap is per rank's share of the CPUs.
+batch size the dataset cannot fill, and more workers than the machine could ever hold
+(:func:`worker_cap`, the one bound of every ``num_workers`` range), are refused as bad input.
+With several ranks on the node (``trial.nproc_per_node``), each runs its own loader with
+these settings: memory, /dev/shm and the system's open files are counted for all of them.
 """
 
 from __future__ import annotations
 
 import resource
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -26,7 +27,9 @@ from loadertune import torch_rules
 from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.failures import InfeasibleSetting, Reason
-from loadertune.machine import cpus_per_rank, usable_cpus
+
+if TYPE_CHECKING:
+    from loadertune.shards import Shards
 
 SHM = "/dev/shm"
 FILE_NR = "/proc/sys/fs/file-nr"  # file handles allocated, free, most the kernel gives
@@ -35,44 +38,126 @@ FDS_PER_WORKER = 8  # pipes, queues and bookkeeping each worker holds open
 FDS_BASE = 64  # the training process's own files, sockets and libraries
 ITEMS_READ = 8  # items read, spread over the dataset, to size a batch
 MEMORY_HEADROOM = 0.75  # of the memory available now, as for a sweep's default budget
-WORKERS_PER_CPU = 8  # beyond this, workers only queue (the guess's range stops here too)
-MIN_WORKER_CAP = 32
+# A forked worker's own memory, besides the batches it holds: 10 to 14 MB of PSS each measured
+# on this project's datasets (docs/method.md), doubled for datasets with heavier libraries.
+WORKER_MB = 32.0
 
 
-def worker_cap(cpus: int | None = None) -> int:
-    """The most ``num_workers`` a loader may start on ``cpus`` CPUs (default: those this
-    process may use): 8 per CPU, 32 at least. Latency-bound storage is served by workers
-    beyond the CPUs, a thousand workers only by the OOM killer."""
-    return max(MIN_WORKER_CAP, WORKERS_PER_CPU * (cpus or usable_cpus()))
+@dataclass(frozen=True)
+class Batch:
+    """One batch a worker keeps in flight: its bytes (in /dev/shm, and again in the training
+    process's memory) and its tensors (an open descriptor each, with PyTorch's default
+    ``file_descriptor`` sharing). Zero where the batch is not known yet."""
+
+    bytes: int = 0
+    tensors: int = 0
+
+
+@dataclass(frozen=True)
+class WorkerCap:
+    """The most ``num_workers`` each rank's loader may start, what stops more, and its figures."""
+
+    workers: int
+    by: str  # memory | /dev/shm | descriptors | shards
+    why: str  # the figures that set it, for a message
+
+
+def worker_cap(
+    nproc_per_node: int = 1,
+    batch: Batch | None = None,
+    prefetch_factor: int | None = None,
+    shards: Shards | None = None,
+) -> WorkerCap:
+    """The most ``num_workers`` a loader may start on this machine: the one bound of every
+    ``num_workers`` range (the default range, the sweep's widened range, AutoLoader's probes)
+    and of the refusal (:func:`check_worker_count`).
+
+    No multiple of the CPUs: workers that wait on reads cost no CPU, so latency-bound storage
+    is served by more of them than cores. What bounds them is what each holds: its own memory
+    (``WORKER_MB``) and ``prefetch_factor`` batches, of this machine's memory; those batches in
+    /dev/shm; its descriptors and its batches' tensors, of ``RLIMIT_NOFILE``; and a streaming
+    dataset's shards (:mod:`loadertune.shards`). Memory and /dev/shm are shared by the
+    ``nproc_per_node`` ranks' loaders, descriptors are each process's own. The sizes, not what
+    is free now: the checks of each trial (:func:`check`) count what is free.
+    """
+    ranks = max(nproc_per_node, 1)
+    batch = batch or Batch()
+    ahead = prefetch_factor or torch_rules.DEFAULT_PREFETCH_FACTOR
+    share = "" if ranks == 1 else f" shared by {ranks} ranks"
+    caps = [_memory_cap(batch, ahead, ranks, share), *_descriptor_cap(batch, ahead)]
+    caps += _shm_cap(batch.bytes * ahead, ranks, share)
+    if shards is not None and not shards.by_sample:
+        where = f"the dataset's {shards.count} shards ({shards.source}){share}"
+        caps.append(WorkerCap(shards.most_workers(ranks), "shards", where))
+    return min(caps, key=lambda c: c.workers)
+
+
+def _memory_cap(batch: Batch, ahead: int, ranks: int, share: str) -> WorkerCap:
+    """Workers and their batches in ``MEMORY_HEADROOM`` of the machine's memory."""
+    total = psutil.virtual_memory().total
+    held = batch.bytes * ahead
+    return WorkerCap(
+        int(total * MEMORY_HEADROOM / ranks // (worker_mb(batch, ahead) * 2**20)),
+        "memory",
+        f"{WORKER_MB:.0f} MB a worker{_batches_mb(held)} in {MEMORY_HEADROOM:.0%} of "
+        f"{total / 2**30:.1f} GB of memory{share}",
+    )
+
+
+def _descriptor_cap(batch: Batch, ahead: int) -> list[WorkerCap]:
+    """Workers and their batches' tensors in each process's ``RLIMIT_NOFILE`` (none if
+    unlimited)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return []
+    per_worker = FDS_PER_WORKER + ahead * batch.tensors
+    why = f"{per_worker} open descriptors a worker of RLIMIT_NOFILE {soft}"
+    return [WorkerCap(max(0, (soft - FDS_BASE) // per_worker), "descriptors", why)]
+
+
+def _shm_cap(held: int, ranks: int, share: str) -> list[WorkerCap]:
+    """Workers' batches (``held`` bytes each) in ``SHM_HEADROOM`` of /dev/shm (none while no
+    batch is known, or without a /dev/shm)."""
+    if not held:
+        return []
+    try:
+        shm = shutil.disk_usage(SHM).total
+    except FileNotFoundError:
+        return []
+    why = (
+        f"{held / 2**20:.1f} MB of batches a worker in {SHM_HEADROOM:.0%} of "
+        f"{shm / 2**30:.1f} GB of {SHM}{share}"
+    )
+    return [WorkerCap(int(shm * SHM_HEADROOM / ranks // held), SHM, why)]
+
+
+def worker_mb(batch: Batch | None = None, prefetch_factor: int | None = None) -> float:
+    """The memory one worker holds, in MB: its own (``WORKER_MB``) and the ``prefetch_factor``
+    batches it keeps in flight."""
+    ahead = prefetch_factor or torch_rules.DEFAULT_PREFETCH_FACTOR
+    return WORKER_MB + (batch or Batch()).bytes * ahead / 2**20
+
+
+def _batches_mb(held: int) -> str:
+    """`` + 1.5 MB of batches`` when a worker's batches are known."""
+    return f" + {held / 2**20:.1f} MB of batches" if held else ""
 
 
 def check_worker_count(loader: LoaderConfig, nproc_per_node: int = 1) -> None:
-    """Refuse a ``num_workers`` no machine of this size can use (before any worker starts):
-    more than :func:`worker_cap` of one rank's CPUs per rank, or, with several ranks, more
-    worker processes on the node (ranks x ``num_workers``) than the node's cap."""
-    cpus = usable_cpus()
-    per_rank = cpus_per_rank(nproc_per_node, cpus)
-    cap = worker_cap(per_rank)
-    ranks = "" if nproc_per_node <= 1 else f", {per_rank} for each of {nproc_per_node} ranks"
-    if loader.num_workers > cap:
-        raise ConfigError(
-            "loader.num_workers",
-            loader.num_workers,
-            f"would start more worker processes than this machine can use ({cpus} "
-            f"usable CPUs{ranks}; at most {cap}{' per rank' if ranks else ''}, "
-            f"{WORKERS_PER_CPU} per CPU)",
-            f"e.g. loader.num_workers={min(cap, 2 * per_rank)}",
-        )
-    node_cap = worker_cap(cpus)
-    if nproc_per_node > 1 and nproc_per_node * loader.num_workers > node_cap:
-        raise ConfigError(
-            "loader.num_workers",
-            loader.num_workers,
-            f"x trial.nproc_per_node={nproc_per_node} ranks would start "
-            f"{nproc_per_node * loader.num_workers} worker processes on the node, more than "
-            f"its {cpus} usable CPUs can use (at most {node_cap}, {WORKERS_PER_CPU} per CPU)",
-            f"use loader.num_workers<={node_cap // nproc_per_node} or fewer trial.nproc_per_node",
-        )
+    """Refuse a ``num_workers`` this machine cannot hold (before any worker starts): more than
+    :func:`worker_cap` per rank."""
+    cap = worker_cap(nproc_per_node)
+    if loader.num_workers <= cap.workers:
+        return
+    ranks = "" if nproc_per_node <= 1 else f" per rank for {nproc_per_node} ranks"
+    raise ConfigError(
+        "loader.num_workers",
+        loader.num_workers,
+        f"would start more worker processes than this machine can hold (at most "
+        f"{cap.workers}{ranks}: {cap.why})",
+        f"use loader.num_workers<={cap.workers}"
+        + (" or fewer trial.nproc_per_node" if ranks else ""),
+    )
 
 
 def spread_indices(length: int, count: int = ITEMS_READ) -> list[int]:
@@ -108,8 +193,9 @@ def check_fills_a_batch(loader: LoaderConfig, length: int) -> None:
     )
 
 
-def check_dataset(loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1) -> Any:
-    """Raise before any worker starts if the settings cannot work; the first item.
+def check_dataset(loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1) -> tuple[Any, Batch]:
+    """Raise before any worker starts if the settings cannot work; the first item, and the
+    batch each worker keeps in flight (what :func:`worker_cap` counts).
 
     Every one of ``nproc_per_node`` ranks runs its own loader with these settings: memory,
     /dev/shm and the system's open files are counted for all of them (the node total).
@@ -118,8 +204,8 @@ def check_dataset(loader: LoaderConfig, dataset: Any, nproc_per_node: int = 1) -
         ConfigError: a batch size the dataset cannot fill.
         InfeasibleSetting: batches in flight beyond memory, /dev/shm or descriptors.
     """
-    first, _ = check(loader, dataset, nproc_per_node)
-    return first
+    first, estimates = check(loader, dataset, nproc_per_node)
+    return first, Batch(round(estimates["batch_mb"] * 2**20), tensors_per_item(first))
 
 
 def check(

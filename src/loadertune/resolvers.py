@@ -6,17 +6,21 @@ from omegaconf import OmegaConf
 
 
 def max_workers(per_cpu: int = 2, ranks: int = 1) -> int:
-    """Upper bound of the default ``num_workers`` search: ``per_cpu`` x the usable CPUs of
-    each of ``ranks`` ranks on the node (``trial.nproc_per_node``).
+    """Top of the default ``num_workers`` range, where a sweep starts searching: ``per_cpu``
+    x the usable CPUs of each of ``ranks`` ranks on the node (``trial.nproc_per_node``),
+    within what the machine holds (:func:`loadertune.preflight.worker_cap`, the one bound of
+    every range). The model-based guess moves it once the default trial is measured: wider
+    for loading that waits on reads, narrower when a few workers hide loading.
 
     A ``ranks`` that is no count (``abc``, null, empty) is read as 1 here: the bound still
     resolves, and the config's check refuses the value itself in one line naming the key
     (:func:`loadertune.validation.validate_ranks`), where a resolver's error would be a
     traceback from inside OmegaConf."""
     from loadertune.machine import cpus_per_rank
+    from loadertune.preflight import worker_cap
 
     count = ranks if isinstance(ranks, int) and not isinstance(ranks, bool) else 1
-    return per_cpu * cpus_per_rank(count)
+    return min(per_cpu * cpus_per_rank(count), worker_cap(count).workers)
 
 
 def register() -> None:

@@ -82,6 +82,9 @@ class TrialResult:
             in the whole trial: more workers than shards) and ``window_reopens`` (passes that
             ended inside the timed window; each next pass's start-up is left out of it).
         idle_workers: the ids of those workers.
+        batch_bytes, batch_tensors: a batch's bytes and tensors, as the pre-flight checks
+            read them (:class:`loadertune.preflight.Batch`; 0 where not read): what each
+            batch a worker keeps in flight holds, which bounds the workers a range may reach.
     """
 
     summary: TimingSummary
@@ -110,6 +113,8 @@ class TrialResult:
     ranks: list[RankFigures] = field(default_factory=list)
     streaming: dict[str, float] = field(default_factory=dict)
     idle_workers: list[int] = field(default_factory=list)
+    batch_bytes: int = 0
+    batch_tensors: int = 0
 
     @property
     def objective(self) -> float:

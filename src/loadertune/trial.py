@@ -236,4 +236,6 @@ def _trial_result(
         rate_ci_pct=None if ci is None else 100.0 * ci,
         streaming=measured.streaming,
         idle_workers=measured.idle_workers if workers else [],
+        batch_bytes=workload.batch.bytes if workload.batch else 0,
+        batch_tensors=workload.batch.tensors if workload.batch else 0,
     )

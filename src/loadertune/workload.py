@@ -20,6 +20,7 @@ from loadertune.timing import StepRecord
 from loadertune.torch_rules import in_flight
 
 if TYPE_CHECKING:
+    from loadertune.preflight import Batch
     from loadertune.storage import StorageSession
 
 StepCallback = Callable[[StepRecord, bool], None]
@@ -56,6 +57,7 @@ class Workload:
     step_fn: Callable[[Any], None]
     start_method: str
     notes: list[str] = field(default_factory=list)  # warnings of the pre-flight checks
+    batch: Batch | None = None  # what each worker keeps in flight (``preflight.worker_cap``)
 
 
 def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> Workload:
@@ -81,14 +83,14 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     effective = effective_settings(config.loader, device)
     with warnings.catch_warnings(record=True) as caught:  # the shard warning, kept for the record
         warnings.simplefilter("always")
-        sample = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
+        sample, batch = preflight.check_dataset(effective, dataset, tc.nproc_per_node)
     notes = [str(w.message) for w in caught]
     for note in notes:
         warnings.warn(note, stacklevel=2)
     step_fn = build_train_step(
         config.model, sample, num_classes, device, config.dataset.name, vocab_size
     )
-    return Workload(dataset, effective, device, step_fn, start_method(effective), notes)
+    return Workload(dataset, effective, device, step_fn, start_method(effective), notes, batch)
 
 
 def start_method(effective: LoaderConfig) -> str:

@@ -148,8 +148,10 @@ class SweepSettings:
 
     # Let the model-based guess (after the num_workers=0 trial) set the num_workers range the
     # sampler searches: wider than written when loading waits on I/O and needs more workers
-    # than the CPUs (up to 1.5 x the guess, 8 per CPU at most), narrower (2 x the guess) when
-    # a few workers hide loading. Only for an int range; false keeps the range as written.
+    # than the CPUs (up to 1.5 x the guess, as far as memory, /dev/shm, descriptors and a
+    # streaming dataset's shards allow, loadertune.preflight.worker_cap: no multiple of the
+    # CPUs), narrower (2 x the guess) when a few workers hide loading. Only for an int range;
+    # false keeps the range as written.
     guess_range: bool = True
 
     # Search space: one Hydra sweep expression per config key, e.g.

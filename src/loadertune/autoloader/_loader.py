@@ -28,6 +28,7 @@ from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
 from loadertune.autoloader._world import world
 from loadertune.machine import cpus_per_rank
+from loadertune.preflight import worker_cap
 from loadertune.sharding import warn_if_unsharded
 
 if TYPE_CHECKING:
@@ -64,7 +65,9 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
             its shards and repeats samples; tune it with a sweep instead).
         tune_steps: training steps to tune within (0: no tuning, the model guess is not
             measured; the default, ``num_workers=0`` unless given, is kept).
-        max_workers: most workers probed (default 8 per usable CPU, at most 64).
+        max_workers: most workers probed (default: the most the machine holds,
+            :func:`loadertune.preflight.worker_cap`; no multiple of the CPUs, as workers
+            waiting on reads cost none).
         probe_timeout_s: a probe's batch later than this (or 20 x the measured load time,
             whichever is longer) marks the probe hung; a ``timeout`` below it is yours and
             raises as a ``DataLoader``'s does.
@@ -344,7 +347,7 @@ def _tuner(
     return Tuner(
         budget=budget,
         cpus=cpus,
-        max_workers=max_workers or min(8 * cpus, 64),
+        max_workers=max_workers or worker_cap(ranks).workers,
         accelerator=device_of(device) and "pin_memory" not in fixed,
         fixed=fixed,
         forced=forced,

@@ -24,6 +24,7 @@ import signal
 import socket
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,9 @@ def run_ranks(
             _clean_up(dog, board, shm_before)
     if failure is not None:
         raise failure
-    return node_result(list(returns.values()), machine_info())
+    node = node_result(list(returns.values()), machine_info())
+    batch = workload.batch
+    return replace(node, batch_bytes=batch.bytes, batch_tensors=batch.tensors) if batch else node
 
 
 def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:

@@ -9,7 +9,10 @@ was measured.
 
 The guess also sets the ``num_workers`` range the sampler searches (:func:`workers_range`):
 wider than written when loading waits on I/O and needs more workers than the CPU-derived
-bound, narrower when a few workers already hide loading behind the step.
+bound, narrower when a few workers already hide loading behind the step. Widening stops at
+the most workers the machine holds for this workload's batches
+(:func:`loadertune.preflight.worker_cap`: memory, /dev/shm, descriptors, shards), never at a
+multiple of the CPUs: workers that wait on reads cost none.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from optuna.distributions import IntDistribution
 
 from loadertune.decision import Bound, Guess, guess
 from loadertune.machine import cpus_per_rank
+from loadertune.preflight import Batch, worker_cap, worker_mb
+from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
 from .._keys import StudyAttr, TrialAttr
 from . import _baselines
@@ -35,25 +40,13 @@ if TYPE_CHECKING:
     from ._sweep_plan import SweepPlan
 
 
-# An I/O-bound range may widen up to this many workers per usable CPU, and never past
-# WIDEN_MAX: workers waiting on reads cost no CPU, but each is a process with its own memory
-# and file descriptors.
-WIDEN_PER_CPU = 8
-WIDEN_MAX = 64
-
-
-def widen_cap(usable_cpus: int) -> int:
-    """The most workers a guess may widen the search range to on this machine."""
-    return min(WIDEN_MAX, WIDEN_PER_CPU * max(usable_cpus, 1))
-
-
 def workers_range(g: Guess, low: int, high: int, step: int = 1) -> tuple[int, int]:
     """The ``num_workers`` range ``(low, high)`` to search once the guess is known.
 
     - Wider, when the guess needs more workers than ``high`` and nothing but the range
       stopped it (loading waits on I/O, so workers beyond the CPUs still help): up to 1.5 x
-      the guess, within the CPU, memory and :func:`widen_cap` bounds, so the search can see
-      both sides of it.
+      the guess, within the CPU and memory bounds and the most workers the machine holds
+      (the guess's ``ceiling``), so the search can see both sides of it.
     - Narrower, when a few workers hide loading behind the step: up to 2 x the guess, which
       still brackets it, instead of spending trials on settings that can only cost more.
     - Otherwise (the CPUs or memory bound the guess) as written.
@@ -81,7 +74,9 @@ def from_default_trial(
 
     With 0 workers the training process loads every batch itself: its CPU time while it
     waits for a batch is loading's (``wait_cpu_cores``), its CPU time while it steps is the
-    step's (``step_cpu_cores``), both measured per step with the process's CPU clock.
+    step's (``step_cpu_cores``), both measured per step with the process's CPU clock. Each
+    worker holds the memory the pre-flight checks count (:func:`loadertune.preflight.worker_mb`:
+    its own and two batches in flight, PyTorch's ``prefetch_factor``).
     """
     if result is None or result.effective_loader.num_workers != 0:
         return None
@@ -95,11 +90,16 @@ def from_default_trial(
         batch_size=int(result.effective_loader.batch_size or 1),
         cpu_share_of_loading=max(0.0, s.wait_cpu_cores),
         usable_cpus=cpus_per_rank(nproc_per_node, int(result.machine.get("usable_cpus", 1))),
-        memory_per_worker_mb=result.peak_memory_mb * 0.5,
+        memory_per_worker_mb=worker_mb(_batch(result), DEFAULT_PREFETCH_FACTOR),
         memory_budget_mb=memory_budget_mb,
         max_workers=max_workers,
         step_cpu_cores=max(0.0, s.step_cpu_cores),
     )
+
+
+def _batch(result: TrialResult) -> Batch:
+    """The batch each worker keeps in flight, as the trial's pre-flight checks read it."""
+    return Batch(result.batch_bytes, result.batch_tensors)
 
 
 @dataclass(frozen=True)
@@ -156,12 +156,10 @@ def after_default_trial(
         return []
     dist = plan.space[wkey]
     may_widen = guess_range and isinstance(dist, IntDistribution)
-    high = _baselines.upper(dist)
     ranks = plan.base.trial.nproc_per_node
-    cap = max(high, widen_cap(cpus_per_rank(ranks))) if may_widen else high
-    if plan.shard_cap is not None:  # never more workers than a streaming dataset's shards
-        cap = min(cap, plan.shard_cap)
-    g = from_default_trial(result, memory_budget_mb, cap, ranks)
+    most = worker_cap(ranks, _batch(result), DEFAULT_PREFETCH_FACTOR, plan.shards).workers
+    cap = most if may_widen else min(most, _baselines.upper(dist))
+    g = from_default_trial(result, memory_budget_mb, max(cap, 1), ranks)
     if g is None:
         return []
     study.set_user_attr(StudyAttr.GUESS, g.as_attrs())

@@ -25,6 +25,7 @@ from optuna.distributions import (
 )
 
 from loadertune.config import RunConfig, to_run_config
+from loadertune.preflight import WorkerCap, worker_cap
 from loadertune.search_rules import (
     NEEDS_WORKERS,
     applies,
@@ -39,6 +40,8 @@ from ._search_space import parse_params
 if TYPE_CHECKING:
     import optuna
     from hydra.types import HydraContext
+
+    from loadertune.shards import Shards
 
     from ..config import SweepSettings
 
@@ -62,7 +65,8 @@ class SweepPlan:
     # (the doubling path) follow the written range, not the searched one.
     written: dict[str, BaseDistribution] = field(default_factory=dict)
     default_workers: int = 0  # loader.num_workers when neither the space nor fixed sets it
-    shard_cap: int | None = None  # a streaming dataset's shards per rank: the most workers
+    shards: Shards | None = None  # a streaming dataset's shards, which bound the workers
+    shard_cap: int | None = None  # its shards per rank, where they stopped the range
 
     def __post_init__(self) -> None:
         self.written = self.written or dict(self.space)
@@ -171,6 +175,7 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
 
+    from loadertune.shards import shard_limit
     from loadertune.validation import validate
     from loadertune.workload import resolve_device
 
@@ -185,34 +190,36 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     # Settings that cannot act on this device are not searched at all (not even by a grid).
     noop = [k for k in space if not applies(k, 1, accelerator)]
     space = {k: v for k, v in space.items() if k not in noop}
-    shard_cap = _cap_at_shards(space, base)
+    shards = shard_limit(base)
+    cap = cap_range(space, base.trial.nproc_per_node, shards)
     sweep_dir = Path(str(config.hydra.sweep.dir))
     plan = SweepPlan(
         space, fixed, base, accelerator, storage, name, sweep_dir, noop, {}, default_workers
     )
-    plan.shard_cap = shard_cap
+    plan.shards = shards
+    plan.shard_cap = cap.workers if cap.by == "shards" else None
     return plan
 
 
-def _cap_at_shards(space: dict[str, BaseDistribution], base: RunConfig) -> int | None:
-    """Cap the searched ``num_workers`` at a streaming dataset's shards per rank (more
-    readers than shards leave some without data, :mod:`loadertune.shards`); the cap, or
-    None when the dataset has no shards to count."""
-    from loadertune.shards import shard_limit
-
-    shards = shard_limit(base)
+def cap_range(
+    space: dict[str, BaseDistribution], nproc_per_node: int, shards: Shards | None
+) -> WorkerCap:
+    """Cap the searched ``num_workers`` at the most workers the machine holds and, for a
+    streaming dataset, its shards per rank (more readers than shards leave some without
+    data): :func:`loadertune.preflight.worker_cap`, before any batch is known. The cap."""
+    cap = worker_cap(nproc_per_node, shards=shards)
+    most = cap.workers
     key = next((k for k in space if plain_key(k) == "loader.num_workers"), None)
-    if shards is None or shards.by_sample:
-        return None
-    most = shards.most_workers(base.trial.nproc_per_node)
     dist = space.get(key) if key else None
     if isinstance(dist, IntDistribution) and dist.high > most:
         high = max(dist.low, dist.low + ((most - dist.low) // dist.step) * dist.step)
         space[str(key)] = IntDistribution(dist.low, high, step=dist.step, log=dist.log)
-    elif isinstance(dist, CategoricalDistribution):
+    elif isinstance(dist, CategoricalDistribution) and any(
+        isinstance(c, int) and c > most for c in dist.choices
+    ):
         kept = [c for c in dist.choices if isinstance(c, int) and c <= most]
         space[str(key)] = CategoricalDistribution(kept or [min(dist.choices)])  # type: ignore[type-var]
-    return most
+    return cap
 
 
 def _study_name(base: RunConfig, base_cfg: DictConfig, space: dict[str, Any]) -> str:

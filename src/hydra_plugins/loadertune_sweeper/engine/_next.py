@@ -1,9 +1,11 @@
 """What a sweep measures next, and for how long.
 
 After each trial the loop asks :class:`NextTrial` what to queue: the doubling path's next
-rung, the model-based guess after the default trial, the next setting of a space small
-enough to walk, or, when the sampler keeps proposing settings already answered, the
-unanswered setting nearest the one it keeps asking for. :func:`search_window` says how long
+rung (geometric steps up to the range's top), the model-based guess after the default
+trial, then the count halfway to the fewest workers as fast as the most (bisection, for a
+wide range: ``plan._refine``), the next setting of a space small enough to walk, or, when
+the sampler keeps proposing settings already answered, the unanswered setting nearest the
+one it keeps asking for. :func:`search_window` says how long
 a search trial times (``hydra.sweeper.search_window``).
 """
 
@@ -17,7 +19,7 @@ from loadertune.search_rules import plain_key
 
 from .. import _optuna_private
 from .._keys import TrialAttr
-from ..plan import _baselines, _enumerate, _guess
+from ..plan import _baselines, _enumerate, _guess, _refine
 from ..plan._baselines import Role
 from ..study import _storage
 from ..verdict._rounds import ROUND_WINDOW
@@ -70,8 +72,9 @@ class NextTrial:
     walking: bool = False  # the space is walked in order of promise (``plan._enumerate``)
 
     def after(self, answer: Answer, ran: int, in_a_row: int) -> None:
-        """After a trial: the doubling path's next rung; after the default, the guess; then,
-        in a space small enough to walk, its most promising setting not yet answered; after
+        """After a trial: the doubling path's next rung; after the default, the guess; once
+        nothing waits, the count halfway to the fewest sufficient workers; then, in a space
+        small enough to walk, its most promising setting not yet answered; after
         :data:`STEER_AFTER` repeats in a row (``in_a_row``), the unanswered setting nearest
         the last. ``ran``: the trials measured so far in this invocation."""
         study, plan = self.study, self.plan
@@ -87,6 +90,7 @@ class NextTrial:
                 self.note(message)
         if self.settings.custom_search_space or _optuna_private.is_exhaustive(study.sampler):
             return  # the user's own suggestions, or a sampler that covers the space itself
+        self._refine(ran)
         self._walk(ran)
         if answer.repeat_of is not None and in_a_row >= STEER_AFTER:
             self._steer(answer.repeat_of)
@@ -101,14 +105,28 @@ class NextTrial:
         self.steered(favourite.number)
         self.study.enqueue_trial(setting, user_attrs={TrialAttr.STEERED_FROM: favourite.number})
 
+    def _left(self, ran: int) -> int | None:
+        """Trials this invocation and the study may still measure (None: no bound)."""
+        budget = self.budget
+        left = budget.runs - ran if budget.runs is not None else None
+        if budget.total is not None:
+            total_left = budget.total - _storage.tally(self.study)[0]
+            left = total_left if left is None else min(left, total_left)
+        return left
+
+    def _refine(self, ran: int) -> None:
+        """Queue the count halfway between the fewest workers measured as fast as the most
+        and the most measured slower below them (``plan._refine``), while trials are left."""
+        left = self._left(ran)
+        setting = _refine.next_count(self.study, self.plan) if left is None or left > 0 else None
+        if setting is not None:
+            self.study.enqueue_trial(setting, user_attrs={TrialAttr.REFINED: True})
+
     def _walk(self, ran: int) -> None:
         """Queue the next setting of a finite space that has no more unanswered settings
         than trials left (``plan._enumerate``): measured in order of promise, not sampled."""
-        study, plan, budget = self.study, self.plan, self.budget
-        left = budget.runs - ran if budget.runs is not None else None
-        if budget.total is not None:
-            total_left = budget.total - _storage.tally(study)[0]
-            left = total_left if left is None else min(left, total_left)
+        study, plan = self.study, self.plan
+        left = self._left(ran)
         guess = _guess.study_guess(study)
         center = guess.workers if guess is not None else plan.default_workers
         setting = _enumerate.next_setting(study, plan, left, center)

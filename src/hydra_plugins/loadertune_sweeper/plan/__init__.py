@@ -10,4 +10,6 @@ Rooms (imported by their own path; this package stays light for Hydra's plugin s
 - ``_guess``: the model-based guess from the default trial and the ``num_workers`` range it sets.
 - ``_enumerate``: a small finite space walked in order of promise (the guess first, then
   outward) instead of sampled, and when every setting has an answer.
+- ``_refine``: the fewest workers as fast as the most, by bisection between the counts
+  measured (a wide range is not walked one count at a time).
 """

@@ -6,7 +6,9 @@
 - ``lightning``: with several ranks only, Lightning's ``suggested_max_num_workers``:
   ``max(1, CPUs // ranks - 1)`` per rank, one CPU left to each rank's training process.
 - ``start_small`` / ``doubling``: "start at 2 and double while it helps": 2, then 4, 8 ...
-  each rung enqueued only if the one before beat its predecessor.
+  each rung enqueued only if the one before beat its predecessor; the last rung is the
+  range's top (a range the guess widened to 38 ends 16, 32, 38), so geometric steps reach
+  the top of a wide range in a few trials (:mod:`._refine` then narrows it down).
 
 Baselines use PyTorch's ``prefetch_factor`` of 2 where the space allows it, so they stand for
 the plain advice rather than for a tuned setting.
@@ -183,11 +185,22 @@ def next_rung(
     if wkey is None:
         return None
     workers = workers_of(finished.params, 0) or 0
+    path = rungs(upper(space[wkey]))
     if role == Role.DOUBLING:
-        before = _value_at(study, wkey, workers // 2)
+        below = [w for w in path if w < workers]
+        before = _value_at(study, wkey, below[-1] if below else workers // 2)
         if before is None or finished.value > before * (1 - IMPROVES):
             return None
-    return params_for(space, workers * 2) if workers > 0 else None
+    above = [w for w in path if w > workers]
+    return params_for(space, above[0]) if workers > 0 and above else None
+
+
+def rungs(high: int) -> list[int]:
+    """The doubling path's rungs in a range up to ``high``: 2, 4, 8 ... and ``high`` itself."""
+    path = [min(2, high)]
+    while 0 < path[-1] < high:
+        path.append(min(2 * path[-1], high))
+    return path
 
 
 def _value_at(study: optuna.Study, wkey: str, workers: int) -> float | None:

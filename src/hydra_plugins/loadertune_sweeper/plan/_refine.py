@@ -1,0 +1,82 @@
+"""The fewest workers as fast as the most: bisection between the counts measured.
+
+On latency-bound storage the ``num_workers`` range reaches dozens of workers (a widened
+range, :mod:`._guess`), too many to walk one by one. The doubling path's geometric steps
+(2, 4, 8 ... the range's top, :mod:`._baselines`) find roughly where more workers stop
+helping; then, while nothing else waits in the queue, the study measures the count halfway
+between the fewest workers measured *sufficient* (within :data:`SUFFICIENT` of the fastest
+count measured) and the most measured *insufficient* below them, until the two lie within
+:data:`GAP` of each other (and :data:`MIN_GAP` workers). Between 16 and 32 that is 24, then
+20 or 28: the smallest sufficient count within an eighth in two or three trials. The verdict
+then measures the fastest settings again and picks the cheapest within noise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState
+
+from . import _baselines, _enumerate
+
+if TYPE_CHECKING:
+    import optuna
+
+    from ._sweep_plan import SweepPlan
+
+# A count within this of the fastest count measured suffices: one search trial on a shared
+# machine scatters by about as much (the pruner's tolerance), and the verdict settles the rest.
+SUFFICIENT = 0.05
+GAP = 0.125  # bisect while the sufficient count and the one below differ by more than this
+MIN_GAP = 2  # ... and by more than this many workers: a small range is sampled or walked
+
+
+def midpoint(times: dict[int, float], low: int = 0, step: int = 1) -> int | None:
+    """The count to measure next, from the best time per sample measured at each count (inf
+    for a count measured but not completed), on the grid ``low + k x step``; None when the
+    smallest sufficient count is known closely enough."""
+    finite = [t for t in times.values() if math.isfinite(t)]
+    if not finite:
+        return None
+    best = min(finite)
+    enough = min(w for w, t in times.items() if t <= best * (1 + SUFFICIENT))
+    below = [w for w in times if w < enough]
+    if not below:
+        return None
+    under = max(below)
+    if enough - under <= max(MIN_GAP, GAP * enough):
+        return None
+    mid = low + ((under + (enough - under) // 2 - low) // step) * step
+    return mid if under < mid < enough else None
+
+
+def counts_measured(study: optuna.Study, wkey: str) -> dict[int, float]:
+    """The best time per sample at each number of workers a trial answered: inf for a count
+    pruned, refused or crashed (not sufficient, and not asked again), whatever its other
+    settings."""
+    times: dict[int, float] = {}
+    for t in study.get_trials(deepcopy=False):
+        if wkey not in t.params or not _enumerate.answered(t):
+            continue
+        value = t.value if t.state == TrialState.COMPLETE and t.value is not None else math.inf
+        workers = int(t.params[wkey])
+        times[workers] = min(times.get(workers, math.inf), value)
+    return times
+
+
+def next_count(study: optuna.Study, plan: SweepPlan) -> dict[str, Any] | None:
+    """The params of the count to measure next to close in on the fewest sufficient workers,
+    or None: no int ``num_workers`` range, a trial waits in the queue (a baseline, a rung,
+    the guess), or the count is known closely enough."""
+    wkey = plan.workers_key()
+    dist = plan.space.get(wkey) if wkey else None
+    if wkey is None or not isinstance(dist, IntDistribution):
+        return None
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+        return None
+    mid = midpoint(counts_measured(study, wkey), dist.low, dist.step)
+    if mid is None or not dist.low <= mid <= dist.high:
+        return None
+    return _baselines.params_for(plan.space, mid)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from loadertune.result_stores import MLFLOW_SCHEMES, StoreUnavailable, check_tra
 from tests._mlflow_server import free_port
 from tests.conftest import with_tiny
 
+OURS = "loadertune: "  # how each of loadertune's own lines on stderr starts
 TRIAL = ["model=simulated", "model.step_ms=1", "trial.steps=8", "trial.warmup_steps=1"]
 
 
@@ -152,24 +154,26 @@ def test_the_schemes_are_mlflows_own() -> None:
 
 
 @pytest.mark.slow
-def test_a_sweep_on_a_tracking_server_prints_no_line_a_run(tmp_path: Path) -> None:
-    """MLflow prints "View run ... at" and "View experiment at" for every run it ends on a
-    server; the sweep's console is its own (its summary names the UI once)."""
+def test_sweeps_on_a_tracking_server_print_no_library_line(tmp_path: Path) -> None:
+    """Two sweeps one after the other on one fresh server store, the second resuming the
+    study: the console is the sweep's own. MLflow prints "View run ... at" and "View
+    experiment at" for every run it ends on a server (the summary names the UI once); no
+    library's warning (``...Warning:``) nor log line reaches the console either."""
     from tests._mlflow_server import mlflow_server
 
     out = tmp_path / "out"
     out.mkdir()
     store = f"sqlite:///{tmp_path / 'server.db'}"
+    sweep = ["-m", "hydra.sweeper.n_trials=2", "hydra.sweeper.study_name=s"]
     with mlflow_server(store, tmp_path / "artifacts", tmp_path) as uri:
-        proc = _loadertune(
-            out,
-            uri,
-            "-m",
-            "hydra.sweeper.n_trials=2",
-            "hydra.sweeper.study_name=s",
-            "hydra.sweeper.verdict_repeats=0",
-        )
-    assert proc.returncode == ExitStatus.OK, proc.stderr
-    assert "[2/2] trial" in proc.stdout
-    assert "View run" not in proc.stdout + proc.stderr
-    assert "View experiment" not in proc.stdout + proc.stderr
+        first = _loadertune(out, uri, *sweep, "hydra.sweeper.verdict_repeats=0")
+        second = _loadertune(out, uri, *sweep, "hydra.sweeper.verdict_repeats=2")
+    for proc in (first, second):
+        assert proc.returncode == ExitStatus.OK, proc.stderr
+        assert "[2/2] trial" in proc.stdout
+        console = proc.stdout + proc.stderr
+        assert "View run" not in console and "View experiment" not in console
+        assert re.search(r"\w+Warning\b", console) is None, console
+        theirs = [x for x in proc.stderr.splitlines() if x.strip() and not x.startswith(OURS)]
+        assert theirs == [], proc.stderr
+    assert "2 earlier trials" in second.stdout  # resumed, with the verdict measured

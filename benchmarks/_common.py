@@ -37,6 +37,25 @@ SCENARIOS: dict[str, list[str]] = {
         "storage.queue_depth=32",
         "storage.bandwidth_mb_s=2000",
     ],
+    # An object store: every read waits 8 ms at almost no CPU and hundreds are served at
+    # once; batch 32 under a 10 ms accelerator-like step. About 25 workers hide the reads,
+    # 12 a core on 2 CPUs: past any multiple of the cores a range used to stop at.
+    "object_store": [
+        "dataset=array_shards",
+        "storage=throttled",
+        "storage.latency_ms=8",
+        "storage.queue_depth=256",
+        "storage.bandwidth_mb_s=4000",
+        "model=simulated",
+        "model.step_ms=10",
+        "loader.batch_size=32",
+    ],
+}
+
+# Grids chosen apart from any study (num_workers, prefetch factors), where the written space
+# would be too wide to measure whole; other workloads' grids are their written space.
+GRIDS: dict[str, tuple[list[int], list[int]]] = {
+    "object_store": ([0, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48], [2]),
 }
 
 

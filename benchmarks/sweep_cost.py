@@ -19,9 +19,15 @@
 latency-bound read, CPU-bound decoding, the default compute-bound one) in one run, and ends
 with a table of the three. Where the study's guess widened ``num_workers`` past the written
 range, the grid covers the widened range too, so the study's pick is one of its points.
+``object_store`` (8 ms a read at almost no CPU, batch 32, a 10 ms step: dozens of workers)
+has a grid of its own, chosen apart from any study (``_common.GRIDS``: 0 to 48 workers at
+PyTorch's prefetch factor); the study's pick, if not a grid point, is re-measured beside the
+grid's best all the same. ``--studies N`` runs N default studies of each workload against
+one grid, and ends with the median of their side-by-side fractions; each row also gives the
+workers the grid needs (its fewest within 5% of its best) against the pick's.
 
-    .venv/bin/python benchmarks/sweep_cost.py [--workloads compute,cpu,io] [--repeats 3]
-        [--no-grid] [override ...]
+    .venv/bin/python benchmarks/sweep_cost.py [--workloads compute,cpu,io,object_store]
+        [--repeats 3] [--studies 1] [--no-grid] [override ...]
     .venv/bin/python benchmarks/sweep_cost.py --analyse OUTPUT_ROOT   # a finished sweep
 """
 
@@ -36,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import SCENARIOS, compose_run_config, multirun
+from _common import GRIDS, SCENARIOS, compose_run_config, multirun
 
 NEAR = 0.05  # a setting within this of the grid's best is "within noise" of it
 
@@ -116,17 +122,27 @@ def _results(out: Path) -> dict[str, Any]:
 
 
 def grid(
-    overrides: list[str], out: Path, repeats: int, high: int
+    overrides: list[str],
+    out: Path,
+    repeats: int,
+    high: int,
+    chosen: tuple[list[int], list[int]] | None = None,
 ) -> tuple[dict[str, float], float]:
-    """Every setting of the written space, its ``num_workers`` up to ``high`` at least,
-    ``repeats`` interleaved rounds: each setting's median time per sample (ms), keyed like
-    Optuna params, and the grid's wall time (s)."""
+    """Every setting of the written space, its ``num_workers`` up to ``high`` at least (or
+    the ``chosen`` workers and prefetch factors), ``repeats`` interleaved rounds: each
+    setting's median time per sample (ms), keyed like Optuna params, and the grid's wall
+    time (s)."""
     from loadertune.machine import cpus_per_rank
 
-    settings = [{"loader.num_workers": 0}] + [
+    counts, factors = chosen or (
+        list(range(max(2 * cpus_per_rank(1), high) + 1)),
+        [1, 2, 4, 8],
+    )
+    settings = [{"loader.num_workers": 0}] * (0 in counts) + [
         {"loader.num_workers": w, "loader.prefetch_factor": p}
-        for w in range(1, max(2 * cpus_per_rank(1), high) + 1)
-        for p in (1, 2, 4, 8)
+        for w in counts
+        if w > 0
+        for p in factors
     ]
     start = time.perf_counter()
     times = side_by_side(settings, overrides, out, repeats, "grid")
@@ -164,21 +180,25 @@ def main() -> None:
         "--remeasure", type=int, default=6, help="side-by-side rounds of pick and grid best"
     )
     parser.add_argument("--analyse", type=Path, help="a finished sweep's output root instead")
+    parser.add_argument("--studies", type=int, default=1, help="default studies per workload")
     args, overrides = parser.parse_known_args()
     if args.analyse is not None:
         args.no_grid = True
-        one_workload(args.analyse, float("nan"), overrides, args)
+        one_workload(args.analyse, float("nan"), overrides, args, {})
         return
     rows = []
     for name in args.workloads.split(","):
-        print(f"== workload {name} (load {_load()})", flush=True)
-        out = Path(tempfile.mkdtemp(prefix=f"loadertune-bench-{name}-"))
         these = [*SCENARIOS[name], *overrides]
-        proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *these])
-        if proc.returncode:
-            raise SystemExit(proc.stderr[-4000:])
-        rows.append({"workload": name, **one_workload(out, wall, these, args)})
-        print(f"   (load {_load()})", flush=True)
+        grid_of: dict[str, Any] = {"chosen": GRIDS.get(name)}  # measured once, for every study
+        for study in range(args.studies):
+            print(f"== workload {name}, study {study + 1} (load {_load()})", flush=True)
+            out = Path(tempfile.mkdtemp(prefix=f"loadertune-bench-{name}-"))
+            proc, wall = multirun(out, ["hydra.sweeper.study_name=bench", *these])
+            if proc.returncode:
+                raise SystemExit(proc.stderr[-4000:])
+            rows.append({"workload": name, **one_workload(out, wall, these, args, grid_of)})
+            print(f"   (load {_load()})", flush=True)
+        _studies_summary(name, [r for r in rows if r["workload"] == name])
     if len(rows) > 1:
         keys = list(rows[0])
         print("| " + " | ".join(keys) + " |")
@@ -200,10 +220,31 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def _studies_summary(name: str, rows: list[dict[str, Any]]) -> None:
+    """The median over a workload's studies of the pick's side-by-side fraction."""
+    key = "pick / grid best, re-measured"
+    fractions = [1.0 if r.get(key) == "same setting" else r.get(key) for r in rows]
+    known = [f for f in fractions if isinstance(f, float)]
+    if len(rows) < 2 or not known:
+        return
+    picks = ", ".join(str(r["recommended"]) for r in rows)
+    print(
+        f"== {name}: {len(rows)} studies, pick / grid best side by side: median "
+        f"{statistics.median(known):.3f} (each {_fmt(known)}); picks {picks}; the grid needs "
+        f"{rows[0].get('grid needs')} workers",
+        flush=True,
+    )
+
+
 def one_workload(
-    out: Path, wall: float, overrides: list[str], args: argparse.Namespace
+    out: Path,
+    wall: float,
+    overrides: list[str],
+    args: argparse.Namespace,
+    grid_of: dict[str, Any],
 ) -> dict[str, Any]:
-    """Print one study's figures and, unless ``--no-grid``, its grid's; the table's row."""
+    """Print one study's figures and, unless ``--no-grid``, its grid's (measured at the first
+    study and kept in ``grid_of`` for the others); the table's row."""
     f = study_figures(out)
     print(f"overrides: {' '.join(overrides) or '(defaults)'}; outputs in {out}", flush=True)
     print(
@@ -242,8 +283,20 @@ def one_workload(
     }
     if args.no_grid:
         return row
-    medians, grid_wall = grid(overrides, out / "grid", args.repeats, f["searched_high"])
+    if "medians" not in grid_of:
+        grid_of["medians"], grid_of["wall"] = grid(
+            overrides, out / "grid", args.repeats, f["searched_high"], grid_of["chosen"]
+        )
+    medians, grid_wall = grid_of["medians"], grid_of["wall"]
     best_key = min(medians, key=lambda k: medians[k])
+    needs = min(
+        json.loads(k)["loader.num_workers"]
+        for k, v in medians.items()
+        if v <= (1 + NEAR) * medians[best_key]
+    )
+    picked = (rec.get("params") or {}).get("loader.num_workers")
+    row["grid needs"] = needs
+    row["pick workers / needed"] = round(picked / needs, 2) if picked and needs else picked
     print(
         f"grid: {len(medians)} settings x {args.repeats} interleaved rounds = "
         f"{len(medians) * args.repeats} measurements, {grid_wall:.1f} s; best {best_key} at "
@@ -256,6 +309,11 @@ def one_workload(
     if params.get("loader.num_workers") == 0:
         params = {"loader.num_workers": 0}
     key = json.dumps({k: params[k] for k in sorted(params)}, sort_keys=True)
+    print(
+        "grid medians (ms/sample): "
+        + ", ".join(f"{_short(json.loads(k))} {v:.3f}" for k, v in medians.items()),
+        flush=True,
+    )
     if key in medians:
         row["pick / grid best, grid medians"] = round(medians[best_key] / medians[key], 3)
         print(

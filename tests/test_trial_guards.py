@@ -128,12 +128,17 @@ def _reads(pss: int) -> Callable[[], int]:
     return lambda: pss
 
 
+def _tree(rss: int, *pids: int) -> dict[int, int]:
+    """``rss`` bytes spread over the members ``pids``, as the pacer reads them."""
+    return {pid: rss // len(pids) for pid in pids}
+
+
 def _grow(pacer: BudgetPacer, rss: list[int], pss_gap: int, step_s: float) -> list[int]:
     """Feed ``rss`` readings ``step_s`` apart (PSS = RSS - gap); the readings seen until stop."""
     seen = []
     for i, value in enumerate(rss):
         seen.append(value)
-        if pacer.observe(i * step_s, value, frozenset({1, 2, 3}), _reads(value - pss_gap)):
+        if pacer.observe(i * step_s, _tree(value, 1, 2, 3), _reads(value - pss_gap)):
             break
     return seen
 
@@ -147,7 +152,7 @@ def test_the_pacer_stops_a_steady_leak_before_it_passes_the_budget(mb_per_s: int
     t = 0.0
     while True:
         rss = 300 * MB + int(mb_per_s * MB * t)
-        if pacer.observe(t, rss, frozenset({1, 2, 3}), _reads(rss - shared)):
+        if pacer.observe(t, _tree(rss, 1, 2, 3), _reads(rss - shared)):
             break
         t += pacer.next_in + 0.005
         assert t < 60
@@ -163,10 +168,10 @@ def test_the_pacer_leaves_a_steady_tree_alone_and_samples_it_slowly() -> None:
 
 def test_a_new_worker_sharing_the_parents_pages_is_no_leak() -> None:
     pacer = BudgetPacer(800 * MB)
-    assert not pacer.observe(0.0, 300 * MB, frozenset({1}), lambda: 300 * MB)
+    assert not pacer.observe(0.0, _tree(300 * MB, 1), lambda: 300 * MB)
     # a forked worker: summed RSS doubles, PSS barely moves; its pid makes PSS read again
-    assert not pacer.observe(0.05, 600 * MB, frozenset({1, 2}), lambda: 310 * MB)
-    assert not pacer.observe(0.10, 600 * MB, frozenset({1, 2}), lambda: 310 * MB)
+    assert not pacer.observe(0.05, _tree(600 * MB, 1, 2), lambda: 310 * MB)
+    assert not pacer.observe(0.10, _tree(600 * MB, 1, 2), lambda: 310 * MB)
 
 
 def test_inside_the_trial_pss_is_not_read_far_from_the_budget() -> None:
@@ -181,9 +186,9 @@ def test_inside_the_trial_pss_is_not_read_far_from_the_budget() -> None:
 
     pacer = BudgetPacer(800 * MB, pss_far_s=None)
     for i in range(20):  # summed RSS, an upper bound of PSS, stays under half the budget
-        pacer.observe(i * 0.25, 390 * MB, frozenset({1, i}), read_pss(0))
+        pacer.observe(i * 0.25, _tree(390 * MB, 1, i + 2), read_pss(0))
     assert reads == []
-    pacer.observe(5.0, 500 * MB, frozenset({1, 2}), read_pss(300 * MB))
+    pacer.observe(5.0, _tree(500 * MB, 1, 2), read_pss(300 * MB))
     assert reads == [300 * MB]
     assert pacer.estimate == 300 * MB
 
@@ -207,22 +212,22 @@ def test_far_from_the_budget_pss_readings_are_paced_by_their_cost() -> None:
     pacer = BudgetPacer(1000 * MB)  # the sweep's guard: PSS far from the budget too
     for i in range(12):  # every quarter second, a new worker each time, far from the budget
         now = i * 0.25
-        pacer.observe(now, 300 * MB, frozenset({1, i}), slow_read(now, 200 * MB))
+        pacer.observe(now, _tree(300 * MB, 1, i + 2), slow_read(now, 200 * MB))
     gap = cost / PSS_CPU_SHARE
     assert reads[0] == 0.0 and len(reads) <= 1 + 3.0 / gap
     assert all(b - a >= gap for a, b in itertools.pairwise(reads))
     reads.clear()
     for i in range(4):  # over half the budget: read on every change of members
         now = 10.0 + i * 0.05
-        pacer.observe(now, 700 * MB, frozenset({1, 100 + i}), slow_read(now, 650 * MB))
+        pacer.observe(now, _tree(700 * MB, 1, 100 + i), slow_read(now, 650 * MB))
     assert len(reads) == 4
 
 
 def test_the_pacer_samples_faster_near_the_budget() -> None:
     pacer = BudgetPacer(1000 * MB)
-    pacer.observe(0.0, 100 * MB, frozenset({1}), lambda: 100 * MB)
+    pacer.observe(0.0, _tree(100 * MB, 1), lambda: 100 * MB)
     far = pacer.next_in
-    pacer.observe(0.25, 600 * MB, frozenset({1}), lambda: 600 * MB)
+    pacer.observe(0.25, _tree(600 * MB, 1), lambda: 600 * MB)
     assert pacer.next_in < far
 
 

@@ -22,6 +22,7 @@ class MessageKind(str, Enum):
     STEP = "step"  # payload: (StepRecord, timed)
     RESULT = "result"  # payload: TrialResult
     ERROR = "error"  # payload: (reason, traceback tail)
+    WORKERS = "workers"  # payload: bytes each process joining the trial will hold (preflight)
 
     def __str__(self) -> str:
         return self.value

@@ -10,6 +10,13 @@ when the tree's members change and near the budget. In between, PSS is estimated
 the shared pages the last PSS reading found double-counted: a leak is private memory, so it
 grows both alike. Both the sweep (``trial._trial_process._MemoryGuard``, from the sweep
 process) and a single trial (:class:`TrialMemoryWatch`, a thread in the trial process) use it.
+
+Start-up is not a leak. A process that joins the tree (a rank, a DataLoader worker) is a fork:
+its RSS at first sight is its parent's pages, counted already, and what it adds is predicted
+by the preflight's per-worker figure (:func:`loadertune.preflight.worker_mb`: its own memory
+and the batches it keeps in flight), which the trial tells the guard before any worker starts
+(:func:`expect_workers`). So a newcomer's RSS moves the estimate by nothing, and growth up to
+that prediction for the members that joined is not extrapolated: only growth beyond it is.
 """
 
 from __future__ import annotations
@@ -18,9 +25,14 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from loadertune.monitor import ProcessTreeMonitor
+from loadertune.preflight import worker_mb
+
+if TYPE_CHECKING:
+    from loadertune.preflight import Batch
 
 SLOW_S = 0.25  # between samples while the tree is far from the budget
 FAST_S = 0.01  # between samples at the closest
@@ -35,8 +47,8 @@ UNSEEN_RATE = 2 * 2**30  # bytes/s: a leak this fast, not yet seen, still finds 
 class BudgetPacer:
     """Decides, one reading at a time, whether a growing tree must stop to stay under budget.
 
-    Call :meth:`observe` with the summed RSS and members read now; it asks ``read_pss`` for
-    the tree's PSS when it needs one. ``next_in`` says when to call it again.
+    Call :meth:`observe` with each member's RSS read now; it asks ``read_pss`` for the tree's
+    PSS when it needs one. ``next_in`` says when to call it again.
     """
 
     def __init__(self, budget: int, pss_far_s: float | None = PSS_FAR_S) -> None:
@@ -45,7 +57,10 @@ class BudgetPacer:
         self.peak = 0  # the largest footprint seen (PSS, or RSS once over the budget)
         self.estimate = 0
         self.next_in = 0.0
-        self._shared = 0  # summed RSS less PSS at the last PSS reading
+        self.per_process = _bytes(worker_mb())  # a joining process's predicted footprint
+        self._credit = 0  # growth predicted for the members that joined, not yet seen
+        self._shared = 0  # summed RSS less PSS at the last PSS reading, and newcomers' RSS
+        self._rss: dict[int, int] = {}  # each member's RSS at the last reading
         self._pids: frozenset[int] = frozenset()
         self._pss_at = -float("inf")
         self._pss_cost = 0.0  # seconds the last PSS reading took
@@ -53,20 +68,30 @@ class BudgetPacer:
         self._rates: deque[float] = deque(maxlen=RATE_WINDOW)
         self._late: deque[float] = deque(maxlen=RATE_WINDOW)  # readings past when asked
 
-    def observe(
-        self, now: float, rss: int, pids: frozenset[int], read_pss: Callable[[], int]
-    ) -> bool:
-        """Take in one reading; True when the tree must stop now."""
-        if self._pss_due(now, rss, pids):
+    def expect_workers(self, per_worker: int) -> None:
+        """Each process that joins from now on is predicted to add ``per_worker`` bytes (the
+        pre-flight's figure, told through :func:`expect_workers`)."""
+        self.per_process = per_worker
+
+    def observe(self, now: float, rss: Mapping[int, int], read_pss: Callable[[], int]) -> bool:
+        """Take in one reading (each member's RSS); True when the tree must stop now."""
+        total = sum(rss.values())
+        pids = frozenset(rss)
+        self._follow_members(rss)
+        settled = False
+        if self._pss_due(now, total, pids):
             began = time.perf_counter()
             pss = read_pss()
             self._pss_cost = time.perf_counter() - began
-            self._shared, self._pids, self._pss_at = max(rss - pss, 0), pids, now
-        self.estimate = max(rss - self._shared, 0)
+            settled = pids == self._pids  # measured twice as they are: the start-up is over
+            self._shared, self._pids, self._pss_at = max(total - pss, 0), pids, now
+        self.estimate = min(max(total - self._shared, 0), total)  # PSS <= RSS
         if self._last is not None and now > self._last[0]:
             gap = now - self._last[0]
-            self._rates.append(max(self.estimate - self._last[1], 0) / gap)
+            self._rates.append(self._unpredicted(self.estimate - self._last[1]) / gap)
             self._late.append(max(gap - self.next_in, 0.0))
+        if settled:
+            self._credit = 0
         self._last = (now, self.estimate)
         rate = max(self._rates, default=0.0)
         self.peak = max(self.peak, self.estimate)
@@ -74,6 +99,30 @@ class BudgetPacer:
         # On a busy machine readings come later than asked: look as much further ahead.
         ahead = self.next_in + max(self._late, default=0.0) + ACT_S
         return self.estimate + rate * ahead > self.budget
+
+    def _follow_members(self, rss: Mapping[int, int]) -> None:
+        """Members that joined or left since the last reading move the estimate by nothing
+        until a PSS reading measures them: a newcomer's RSS is its parent's pages, and what it
+        adds is predicted (:attr:`per_process`, credited); one that left keeps its part of the
+        last PSS reading (an overestimate, on the safe side). The credit lapses once a PSS
+        reading finds the members the one before it measured (the start-up is over: a leak
+        after it is extrapolated at once), and never exceeds the prediction for the members
+        there are."""
+        if self._last is not None:
+            joined = rss.keys() - self._rss.keys()
+            left = self._rss.keys() - rss.keys()
+            self._shared += sum(rss[p] for p in joined) - sum(self._rss[p] for p in left)
+            credit = self._credit + len(joined) * self.per_process
+            self._credit = min(credit, len(rss) * self.per_process)
+        self._rss = dict(rss)
+
+    def _unpredicted(self, growth: int) -> int:
+        """The part of ``growth`` beyond what is still predicted for the start-up."""
+        if growth <= 0:
+            return 0
+        spent = min(growth, self._credit)
+        self._credit -= spent
+        return growth - spent
 
     def _pss_due(self, now: float, rss: int, pids: frozenset[int]) -> bool:
         """Read PSS when the members changed (a worker's shared pages), else now and then.
@@ -100,6 +149,29 @@ class BudgetPacer:
         if rate > 0:
             wait = min(wait, headroom / rate / 4)
         return max(wait, FAST_S)
+
+
+def _bytes(mb: float) -> int:
+    return round(mb * 2**20)
+
+
+_listener: tuple[int, Callable[[int], None]] | None = None  # (the trial's pid, its guard)
+
+
+def listen_for_workers(listener: Callable[[int], None] | None) -> None:
+    """Send what :func:`expect_workers` tells in this process (not in the processes it forks)
+    to ``listener``: the trial's own guard, or the line to the sweep's. None: to nobody."""
+    global _listener
+    _listener = None if listener is None else (os.getpid(), listener)
+
+
+def expect_workers(batch: Batch | None, prefetch_factor: int | None) -> None:
+    """Tell the trial's memory guard, before any worker starts, what each process that joins
+    the trial's tree will hold (:func:`loadertune.preflight.worker_mb` of ``batch``), so their
+    start-up is not taken for a leak. Nothing without a guard, nor in a rank: the trial process
+    tells it for every rank of the node (each rank starts workers of the same settings)."""
+    if _listener is not None and _listener[0] == os.getpid():
+        _listener[1](_bytes(worker_mb(batch, prefetch_factor)))
 
 
 def footprint_reader(monitor: ProcessTreeMonitor) -> Callable[[], int]:
@@ -134,10 +206,12 @@ class TrialMemoryWatch:
         self._thread = threading.Thread(target=self._run, name="loadertune-memory", daemon=True)
 
     def __enter__(self) -> TrialMemoryWatch:
+        listen_for_workers(self.pacer.expect_workers)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        listen_for_workers(None)
         self._stop.set()
         self._thread.join(timeout=5)
 
@@ -145,9 +219,7 @@ class TrialMemoryWatch:
         monitor = ProcessTreeMonitor(os.getpid())
         read_pss = footprint_reader(monitor)
         while not self._stop.wait(self.pacer.next_in):
-            rss = monitor.rss_bytes()
-            pids = frozenset(monitor.pids)
-            if self.pacer.observe(time.perf_counter(), rss, pids, read_pss):
+            if self.pacer.observe(time.perf_counter(), monitor.rss_by_pid(), read_pss):
                 self.on_over(
                     over_budget_text(self.pacer.peak, self.pacer.budget, "trial.memory_budget_mb")
                 )

@@ -84,11 +84,15 @@ class ProcessTreeMonitor:
 
     def rss_bytes(self) -> int:
         """The tree's summed RSS now: cheap to read, and never below its summed PSS."""
-        total = 0
+        return sum(self.rss_by_pid().values())
+
+    def rss_by_pid(self) -> dict[int, int]:
+        """Each member's RSS now, by pid (a member gone meanwhile left out)."""
+        found: dict[int, int] = {}
         for proc in self._tree():
             with contextlib.suppress(psutil.Error):
-                total += proc.memory_info().rss
-        return total
+                found[proc.pid] = proc.memory_info().rss
+        return found
 
     def sample(self, memory: bool = True) -> ResourceSample | None:
         """Take one sample now (PSS too unless ``memory`` is false); None if the tree is gone."""

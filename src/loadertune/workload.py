@@ -68,6 +68,7 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     from loadertune.datasets import build_dataset
     from loadertune.datasets.iterable import WorkerTally, is_iterable
     from loadertune.loader import effective_settings
+    from loadertune.memory_watch import expect_workers
     from loadertune.models import build_train_step
 
     tc = config.trial
@@ -87,6 +88,7 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     notes = [str(w.message) for w in caught]
     for note in notes:
         warnings.warn(note, stacklevel=2)
+    expect_workers(batch, effective.prefetch_factor)  # the memory guard, before workers start
     step_fn = build_train_step(
         config.model, sample, num_classes, device, config.dataset.name, vocab_size
     )

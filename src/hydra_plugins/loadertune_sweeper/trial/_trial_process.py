@@ -33,7 +33,7 @@ from loadertune._hydra_private import job_error
 from loadertune.channel import MessageKind, TrialStatus
 from loadertune.failures import Reason, classify, classify_exit
 from loadertune.interference import Interference, InterferenceMeter
-from loadertune.memory_watch import BudgetPacer, footprint_reader
+from loadertune.memory_watch import BudgetPacer, footprint_reader, listen_for_workers
 from loadertune.monitor import ProcessTreeMonitor
 from loadertune.result import TrialResult
 from loadertune.timing import StepRecord
@@ -227,6 +227,8 @@ class _Follower:
             outcome.status = TrialStatus.COMPLETE
         elif kind == MessageKind.ERROR:
             outcome.reason, outcome.error = payload
+        elif kind == MessageKind.WORKERS:
+            self.guard.pacer.expect_workers(payload)
         return False
 
     def _exited(self) -> None:
@@ -245,7 +247,8 @@ class _Follower:
 class _MemoryGuard:
     """Samples the trial's process tree against the budget, paced by :class:`BudgetPacer`:
     a few cheap readings a second far from the budget, up to a hundred near it, and a stop
-    as soon as the growth seen would pass the budget before the next reading.
+    as soon as the growth seen would pass the budget before the next reading. The trial
+    tells it what its workers will hold before they start (``MessageKind.WORKERS``).
     """
 
     def __init__(self, pid: int, limits: Limits, pids: set[int]) -> None:
@@ -272,10 +275,9 @@ class _MemoryGuard:
         now = time.perf_counter()
         if self.monitor is None or now < self.next:
             return False
-        rss = self.monitor.rss_bytes()
-        members = frozenset(self.monitor.pids)
-        self.pids.update(members)
-        over = self.pacer.observe(now, rss, members, footprint_reader(self.monitor))
+        rss = self.monitor.rss_by_pid()
+        self.pids.update(rss)
+        over = self.pacer.observe(now, rss, footprint_reader(self.monitor))
         self.next = now + self.pacer.next_in
         return over
 
@@ -328,7 +330,9 @@ def _child(
     if not die_with_parent(sweep):  # the sweep died before the signal was set
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the sweep's to handle
-    channel.attach(channel.TrialChannel(conn))
+    link = channel.TrialChannel(conn)
+    channel.attach(link)
+    listen_for_workers(lambda per_worker: link.send(MessageKind.WORKERS, per_worker))
     try:
         ret = run_job(
             hydra_context=hydra_context,

@@ -185,6 +185,8 @@ SWEEP = [
     ("hydra.sweeper.verdict_top=0", "hydra.sweeper.verdict_top=0: must be an integer >= 1"),
     ("hydra.sweeper.max_failure_rate=2", "hydra.sweeper.max_failure_rate=2.0: must be in"),
     ("hydra.sweeper.stall_timeout_s=0", "hydra.sweeper.stall_timeout_s=0.0: must be > 0"),
+    ("hydra.sweeper.startup_timeout_s=-1", "hydra.sweeper.startup_timeout_s=-1.0: must be > 0"),
+    ("hydra.sweeper.startup_timeout_s=null", "hydra.sweeper.startup_timeout_s=null: cannot be"),
     ("hydra.sweeper.memory_budget_mb=-5", "hydra.sweeper.memory_budget_mb=-5.0: must be > 0"),
     ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction=sideways: is not minimize"),
     ("hydra.sweeper.storage=nonsense", "hydra.sweeper.storage=nonsense: is not a database"),

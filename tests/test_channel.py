@@ -63,7 +63,7 @@ def _follower(report_every: int, prune: bool) -> tuple[_Follower, Any, list[int]
         asked.append(len(steps))
         return prune
 
-    limits = Limits(wall_s=600.0, stall_s=600.0, memory_bytes=2**40)
+    limits = Limits(wall_s=600.0, stall_s=600.0, startup_s=600.0, memory_bytes=2**40)
     follower = _Follower(proc, ready, on_progress, report_every, limits, 0.0, lambda: False)
     return follower, proc, asked
 

@@ -94,3 +94,38 @@ def test_a_custom_iterable_sweep_exports_a_loader_that_trains(tmp_path: Path) ->
     assert train.returncode == 0, train.stderr[-3000:]
     # Two shards of 16: every sample of the pass, once, in each epoch.
     assert re.findall(r"epoch \d: (\d+) samples", train.stdout) == ["32", "32"]
+
+
+def test_a_stream_slow_to_start_is_judged_by_the_start_up_limit(tmp_path: Path) -> None:
+    """A stream whose first item takes longer than the stall limit completes, once started,
+    under ``hydra.sweeper.startup_timeout_s``; one that never yields is stopped at that limit,
+    the error naming the key to raise."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}", study_name="s")
+    for first_item_s in (5.0, 3600.0):  # past the 4 s stall limit; a stream that never opens
+        study.enqueue_trial({"+dataset.first_item_s": first_item_s})
+    proc = sweep(
+        tmp_path,
+        "dataset=custom",
+        "dataset._target_=stream_data.SlowStart",
+        "+dataset.first_item_s=choice(5.0,3600.0)",
+        "+dataset.n_shards=2",
+        "+dataset.per_shard=256",  # no pass ends inside a trial: one opening each
+        "loader.batch_size=4",
+        "loader.num_workers=1",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.pruner=none",
+        "hydra.sweeper.stall_timeout_s=4",
+        # Far past the slow trial's start (two openings of 5 s: the pre-flight's read of the
+        # first items, then the worker's, plus the start of a process on a loaded machine).
+        "hydra.sweeper.startup_timeout_s=30",
+        *FAST,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    slow, never = finished(tmp_path)
+    assert slow.params["+dataset.first_item_s"] == 5.0
+    assert slow.state == optuna.trial.TrialState.COMPLETE, slow.user_attrs.get("error")
+    assert never.state == optuna.trial.TrialState.FAIL
+    assert never.user_attrs["reason"] == "timeout"
+    error = never.user_attrs["error"]
+    assert "start-up limit (30 s, hydra.sweeper.startup_timeout_s; no step yet" in error
+    assert error.endswith("raise hydra.sweeper.startup_timeout_s")

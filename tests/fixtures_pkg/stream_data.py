@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -45,3 +47,16 @@ class SampleSplitVectors(ShardedVectors):
         for index in range(worker, self.shard_total * self.per_shard, workers):
             g = torch.Generator().manual_seed(index)
             yield torch.randn(self.dim, generator=g), index % self.num_classes
+
+
+class SlowStart(ShardedVectors):
+    """The same stream, whose first item of each pass takes ``first_item_s`` seconds (a
+    remote stream listing its shards, a shuffle buffer filling) in every process reading it."""
+
+    def __init__(self, first_item_s: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.first_item_s = first_item_s
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, int]]:
+        time.sleep(self.first_item_s)
+        yield from super().__iter__()

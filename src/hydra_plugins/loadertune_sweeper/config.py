@@ -124,12 +124,18 @@ class SweepSettings:
     # or the OOM killer strikes. null: 3/4 of the memory available when the sweep starts.
     memory_budget_mb: float | None = None
 
-    # Seconds a trial may go without reporting a step before it counts as hung (reason
-    # timeout) and its whole process group is killed. Covers set-up and the first batch too.
+    # Seconds a trial may take from its start to its first reported step: the dataset's
+    # set-up (a stream listing its shards, filling a shuffle buffer), the pre-flight checks,
+    # worker start-up and the first batch. Past it the trial counts as hung (reason timeout)
+    # and its whole process group is killed. A slow stream needs more; a hang costs this long.
+    startup_timeout_s: float = 120.0
+
+    # Seconds a trial may go without reporting a step once it has reported one, before it
+    # counts as hung (reason timeout) and its whole process group is killed.
     stall_timeout_s: float = 60.0
 
-    # Wall-clock limit of one trial process in seconds. null: trial.time_limit_s + 120 s
-    # (the timed window's own limit plus room for set-up and worker start-up).
+    # Wall-clock limit of one trial process in seconds. null: trial.time_limit_s +
+    # startup_timeout_s (the timed window's own limit plus the start-up's).
     trial_timeout_s: float | None = None
 
     # The verdict at the end of a sweep: the verdict_top fastest settings and the baselines

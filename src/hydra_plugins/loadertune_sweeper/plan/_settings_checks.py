@@ -17,6 +17,13 @@ _KEY = "hydra.sweeper"
 BUSY_MODES = ("warn", "wait", "ignore")
 SEARCH_WINDOWS = ("steps", "precise")
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
+_POSITIVE = (  # seconds or MB, > 0 (the last two may be null)
+    "startup_timeout_s",
+    "stall_timeout_s",
+    "busy_wait_s",
+    "trial_timeout_s",
+    "memory_budget_mb",
+)
 _COMMENTS = "conf/config.yaml, under hydra.sweeper"
 
 
@@ -58,10 +65,10 @@ def check_settings(s: SweepSettings) -> None:
             "e.g. hydra.sweeper.search_window=precise to time each search trial until "
             "trial.precision",
         )
-    for name in ("stall_timeout_s", "trial_timeout_s", "memory_budget_mb", "busy_wait_s"):
+    for name in _POSITIVE:
         value = getattr(s, name)
         if value is not None and value <= 0:
-            or_null = "" if name in ("stall_timeout_s", "busy_wait_s") else ", or null"
+            or_null = ", or null" if name in ("trial_timeout_s", "memory_budget_mb") else ""
             raise ConfigError(
                 f"{_KEY}.{name}", value, "must be > 0", f"e.g. hydra.sweeper.{name}=60{or_null}"
             )

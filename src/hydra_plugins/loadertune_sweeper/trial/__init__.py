@@ -3,6 +3,7 @@
 Rooms (imported by their own path; this package stays light for Hydra's plugin scan):
 
 - ``_trial_process``: the trial's child process, followed, pruned, killed on a limit, cleaned up.
+- ``_stall_watch``: the limits on a trial's silence: start-up, between steps, the whole run.
 - ``_group``: the trial process's group: ended, its members, killed whole; its shm files.
 - ``_busy_machine``: other work on the machine: say when it is busy, or wait for it.
 - ``_measure``: one timed window in its own trial process, other work in view.

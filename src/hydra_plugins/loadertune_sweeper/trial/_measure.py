@@ -85,8 +85,9 @@ class Measurer:
 
         warm_parent(config)  # imported here once, not in every trial process
         limits = Limits(
-            wall_s=s.trial_timeout_s or config.trial.time_limit_s + 120.0,
+            wall_s=s.trial_timeout_s or config.trial.time_limit_s + s.startup_timeout_s,
             stall_s=s.stall_timeout_s,
+            startup_s=s.startup_timeout_s,
             memory_bytes=self.memory_budget,
         )
         return run_trial_process(

@@ -40,6 +40,7 @@ from loadertune.timing import StepRecord
 from loadertune.worker_tether import die_with_parent
 
 from ._group import SHM, ended, exited, group_members, kill_group, oom_kills, shm_files, shm_owner
+from ._stall_watch import StallWatch
 
 # Decides after a batch of timed steps whether to stop the trial (True: prune it).
 ProgressHook = Callable[[list[StepRecord]], bool]
@@ -50,7 +51,8 @@ class Limits:
     """What the sweep process enforces on a trial."""
 
     wall_s: float  # from start to exit
-    stall_s: float  # longest silence (no step reported) before the trial counts as hung
+    stall_s: float  # longest silence between two steps before the trial counts as hung
+    startup_s: float  # longest wait for the first step (set-up, worker start, first batch)
     memory_bytes: int  # process-tree PSS budget
 
 
@@ -119,8 +121,9 @@ def run_trial_process(
 class _Follower:
     """Follows one trial process until it exits or is stopped, filling ``outcome``.
 
-    Each turn checks, in order: an interrupt from the sweep, the wall-clock and stall
-    limits, the memory budget; then it waits briefly for one message from the trial.
+    Each turn checks, in order: an interrupt from the sweep, the wall-clock, start-up and
+    stall limits (:class:`StallWatch`), the memory budget; then it waits briefly for one
+    message from the trial.
     """
 
     def __init__(
@@ -140,7 +143,7 @@ class _Follower:
         self.outcome = TrialOutcome()
         self.guard = _MemoryGuard(proc.pid, limits, self.outcome.pids)
         self.meter = InterferenceMeter(os.getpid())  # the sweep's tree holds the trial's
-        self.last_heard = start
+        self.watch = StallWatch(limits.startup_s, limits.stall_s, limits.wall_s, start)
 
     def follow(self) -> TrialOutcome:
         """Until the trial's pipe closes or, the trial process gone, holds nothing more (then
@@ -162,7 +165,7 @@ class _Follower:
                 if gone:
                     break
                 continue
-            self.last_heard = time.perf_counter()
+            self.watch.heard(message[0])
             if self._handle(*message):
                 return self.outcome
         self._exited()
@@ -174,15 +177,8 @@ class _Follower:
         if self.stop_requested():
             outcome.status, outcome.reason = TrialStatus.FAILED, Reason.INTERRUPTED
             outcome.error = "Ctrl-C in the sweep process: the trial was stopped"
-        elif (limit := self._limit_passed()) is not None:
-            which, seconds, key = limit
-            outcome.reason = Reason.TIMEOUT
-            outcome.error = (
-                f"no progress: the trial passed its {which} ({seconds:.0f} s, {key}; "
-                f"{len(outcome.steps)} timed steps done) and its process group was killed. "
-                f"If it was slow rather than hung (a dataset's set-up, a stream's first "
-                f"items), raise {key}"
-            )
+        elif (limit := self.watch.passed()) is not None:
+            outcome.reason, outcome.error = Reason.TIMEOUT, limit.error(len(outcome.steps))
         elif self.guard.over_budget():
             outcome.status, outcome.reason = TrialStatus.FAILED, Reason.MEMORY_BUDGET
             outcome.error = (
@@ -195,16 +191,6 @@ class _Follower:
             return False
         kill_group(self.proc)
         return True
-
-    def _limit_passed(self) -> tuple[str, float, str] | None:
-        """(``wall-clock limit`` or ``stall limit``, its seconds, the key that sets it) once
-        one is passed."""
-        now = time.perf_counter()
-        if now - self.start > self.limits.wall_s:
-            return "wall-clock limit", self.limits.wall_s, "hydra.sweeper.trial_timeout_s"
-        if now - self.last_heard > self.limits.stall_s:
-            return "stall limit", self.limits.stall_s, "hydra.sweeper.stall_timeout_s"
-        return None
 
     def _handle(self, kind: str, payload: Any) -> bool:
         """Take in one message; True when the pruner stopped the trial."""

@@ -128,7 +128,7 @@ class SweepSettings:
     # set-up (a stream listing its shards, filling a shuffle buffer), the pre-flight checks,
     # worker start-up and the first batch. Past it the trial counts as hung (reason timeout)
     # and its whole process group is killed. A slow stream needs more; a hang costs this long.
-    startup_timeout_s: float = 120.0
+    startup_timeout_s: float = 300.0
 
     # Seconds a trial may go without reporting a step once it has reported one, before it
     # counts as hung (reason timeout) and its whole process group is killed.

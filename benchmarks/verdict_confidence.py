@@ -29,9 +29,9 @@ def main() -> None:
     args = parser.parse_args()
     print(
         "| regime | verdicts | high | medium | low | wrong picks | wrong labelled high | "
-        "measurements per verdict | mean regret |"
+        "measurements per verdict | mean regret | p95 regret | extra workers |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, regime in REGIMES.items():
         outcomes = [o for seed in range(args.seeds) for o in simulate(seed, regime, args.n)]
         counts = Counter((o.level.value, o.wrong) for o in outcomes)
@@ -43,10 +43,13 @@ def main() -> None:
         wrong = sum(o.wrong for o in outcomes)
         per = statistics.mean(o.measurements for o in outcomes)
         regret = statistics.mean(o.regret for o in outcomes)
+        p95 = statistics.quantiles([o.regret for o in outcomes], n=20)[-1]
+        extra = statistics.mean(o.extra_workers for o in outcomes)
         print(
             f"| {name} (drift {regime.drift:.0%}, noise {regime.noise:.0%}, other "
             f"{regime.busy:.0f}% of a core) | {total} | {share['high']} | {share['medium']} | "
-            f"{share['low']} | {wrong} | {counts[('high', True)]} | {per:.1f} | {regret:.2%} |"
+            f"{share['low']} | {wrong} | {counts[('high', True)]} | {per:.1f} | {regret:.2%} | "
+            f"{p95:.2%} | {extra:+.2f} |"
         )
 
 

@@ -1,4 +1,5 @@
-"""The shared statistics: paired ratios, their noise, and what counts as within noise."""
+"""The shared statistics: paired ratios, their noise, what counts as shown as fast, and how
+many rounds would settle a pair."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def test_ratios_pair_only_the_rounds_both_were_measured_in() -> None:
     assert paired_stats.paired(a, b) == pytest.approx([1.1, 1.1])
     mid, low, high, noise = paired_stats.compare(a, b)
     assert (mid, low, high) == pytest.approx((1.1, 1.1, 1.1))
-    assert noise == paired_stats.NOISE_FLOOR  # two equal ratios: only the floor
+    assert noise == paired_stats.TOLERANCE  # two equal ratios: only the floor
 
 
 def test_without_shared_rounds_the_repeats_extremes_and_spread_decide() -> None:
@@ -23,7 +24,41 @@ def test_without_shared_rounds_the_repeats_extremes_and_spread_decide() -> None:
     assert paired_stats.measured_noise({0: 1.0, 1: 1.2}, {5: 1.0}) == pytest.approx(0.2 / 1.1)
 
 
-def test_within_noise_is_the_floor_above_one_after_the_noise() -> None:
-    assert paired_stats.within_noise(1.02, 0.0)
-    assert not paired_stats.within_noise(1.05, 0.02)
-    assert paired_stats.within_noise(1.05, 0.03)
+def test_shown_as_fast_needs_the_intervals_top_within_the_tolerance() -> None:
+    fastest = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    tight = {0: 1.005, 1: 1.0, 2: 1.01, 3: 1.005}  # 0.5% slower, hardly scattered
+    assert paired_stats.shown_as_fast(tight, fastest)
+    # Not told apart is not shown as fast: 0.5% slower at the median, but scattered by 10%.
+    loose = {0: 1.05, 1: 0.95, 2: 1.06, 3: 0.96}
+    assert paired_stats.compare(loose, fastest)[0] == pytest.approx(1.005)
+    assert not paired_stats.shown_as_fast(loose, fastest)
+    # A scatter all settings show together counts too, though this pair agrees by luck.
+    assert not paired_stats.shown_as_fast(tight, fastest, pooled_sd=0.05, df=12)
+    assert not paired_stats.shown_as_fast({0: 1.0}, {0: 1.0})  # one round shows nothing
+    assert not paired_stats.shown_as_fast({0: 1.03, 1: 1.03, 2: 1.03}, fastest)  # 3% slower
+
+
+def test_rounds_to_settle_a_pair_at_the_scatter_it_shows() -> None:
+    fastest = {r: 1.0 for r in range(3)}
+    near = {0: 1.01, 1: 1.0, 2: 1.015}  # about 1% slower, scatter under 1%: settles soon
+    settle = paired_stats.rounds_to_settle(near, fastest, most=6)
+    assert settle is not None and 3 <= settle <= 6
+    # 2% slower, right at the tolerance: no number of rounds tells which side it is on.
+    edge = {0: 1.01, 1: 1.03, 2: 1.02}
+    assert paired_stats.rounds_to_settle(edge, fastest, most=6) is None
+    # Far slower: settled already, at the rounds it has.
+    assert paired_stats.rounds_to_settle({0: 1.3, 1: 1.32, 2: 1.31}, fastest, most=6) == 3
+    # A wide pooled scatter pushes the rounds needed past what is allowed.
+    assert paired_stats.rounds_to_settle(near, fastest, most=6, pooled_sd=0.2, pooled_df=8) is None
+
+
+def test_the_pooled_fit_uses_every_round_two_settings_share() -> None:
+    """A setting that left the race after two rounds adds its rounds to the fit."""
+    a = {0: 1.0, 1: 1.1, 2: 0.9, 3: 1.0}
+    b = {r: 2 * t for r, t in a.items()}  # exactly twice a's time in every round: no scatter
+    sd, df = paired_stats.pooled_log_sd({"a": a, "b": b})
+    assert (sd, df) == (pytest.approx(0.0, abs=1e-12), 3)
+    c = {0: 1.5, 1: 1.5}  # left after two rounds, flat while the machine moved
+    sd, df = paired_stats.pooled_log_sd({"a": a, "b": b, "c": c})
+    assert df == 4 and sd > 0.03  # c did not follow the machine: scatter the pair alone hid
+    assert paired_stats.pooled_log_sd({"a": a}) == (0.0, 0)

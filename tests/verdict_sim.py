@@ -24,6 +24,7 @@ from hydra_plugins.loadertune_sweeper.verdict._rounds import run_rounds
 
 REPEATS = 3
 CPUS = 2
+AS_FAST = 0.02  # a setting truly within this of the best is as fast (extra_workers)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Outcome:
     wrong: bool  # the pick's true time is more than FASTER_BY above the true best's
     measurements: int  # trial processes the verdict would have started
     regret: float  # the pick's true time over the true best's, less 1
+    extra_workers: int  # the pick's workers over the fewest of any setting truly as fast
 
 
 def verdict(rng: random.Random, regime: Regime) -> Outcome:
@@ -90,7 +92,14 @@ def verdict(rng: random.Random, regime: Regime) -> Outcome:
     best = min(truth.values())
     picked = truth[rec.chosen.workers]
     wrong = picked > (1 + _confidence.FASTER_BY) * best
-    return Outcome(level, wrong, sum(len(c.values) for c in cands), picked / best - 1)
+    enough = min(w for w, t in truth.items() if t <= (1 + AS_FAST) * best)
+    return Outcome(
+        level,
+        wrong,
+        sum(len(c.values) for c in cands),
+        picked / best - 1,
+        rec.chosen.workers - enough,
+    )
 
 
 def simulate(seed: int, regime: Regime, n: int) -> list[Outcome]:

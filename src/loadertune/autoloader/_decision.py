@@ -1,4 +1,4 @@
-"""The decision: the cheapest setting within noise of the fastest, how sure, and why, in words.
+"""The decision: the cheapest setting shown as fast as the fastest, how sure, and why, in words.
 
 Reads only the tuner's measures, so it is tested with synthetic figures. The pick and the
 confidence rules are :mod:`loadertune.decision`'s, the sweep's too; AutoLoader names its
@@ -29,7 +29,7 @@ class Decision:
     chosen: Setting
     fastest: Setting
     ratio: float  # chosen's time over the fastest's (median of rounds)
-    noise: float
+    may_cost: float  # how much slower than the fastest the chosen may be (top of 95% interval)
     assurance: Assurance[Setting]
     bottleneck: str = ""
     why: str = ""
@@ -43,16 +43,16 @@ def decide(tuner: Tuner, cpus: int) -> Decision:
         choice = decision.recommend(times, {s: s.cost for s in times})
         chosen, fastest = choice.chosen, choice.fastest
         assurance = assess(choice, times)
-        ratio, noise = choice.ratio, choice.noise
+        ratio, may_cost = choice.ratio, choice.may_cost
     else:
         chosen = next(iter(times), None) or _fallback(tuner)
-        fastest, ratio, noise = chosen, 1.0, 0.0
+        fastest, ratio, may_cost = chosen, 1.0, 0.0
         why = "the others were dropped" if tuner.dropped else "tune_steps too low"
         assurance = Assurance(Confidence.LOW, f"Fewer than two settings were compared ({why}).")
     chosen = settle_setting(chosen, tuner)
     fastest = settle_setting(fastest, tuner)
     label, why, evidence = _diagnose(tuner.measures, chosen, cpus)
-    return Decision(chosen, fastest, ratio, noise, assurance, label, why, evidence)
+    return Decision(chosen, fastest, ratio, may_cost, assurance, label, why, evidence)
 
 
 def assess(choice: Choice[K], times: Mapping[K, Rounds]) -> Assurance[K]:
@@ -202,6 +202,6 @@ def _head(d: Decision, tuner: Tuner) -> str:
     if _same(d.chosen, d.fastest):
         return f"chosen: {d.chosen.name} (fastest measured)"
     return (
-        f"chosen: {d.chosen.name}, the cheapest within noise ({d.noise:.1%}) of the "
-        f"fastest {d.fastest.name} ({d.ratio - 1:+.1%})"
+        f"chosen: {d.chosen.name}, the cheapest shown as fast as the fastest "
+        f"{d.fastest.name} ({d.ratio - 1:+.1%} at the median, at most {d.may_cost:+.1%})"
     )

@@ -386,5 +386,6 @@ class SweepEngine:
             verdict.loader_file,
             guess,
             _guess.study_range(session.study),
+            s.verdict_repeats,
         )
         return True

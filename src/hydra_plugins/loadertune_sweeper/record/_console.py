@@ -80,14 +80,24 @@ class SweepView:
         loader: Path,
         guess: Guess | None = None,
         workers_range: WorkersRange | None = None,
+        repeats: int = 3,
     ) -> None:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
 
-        from ..verdict._text import ORDER, confidence_lines, details, headline, verdict_table
+        from ..verdict._text import (
+            ORDER,
+            confidence_lines,
+            details,
+            headline,
+            unshown_lines,
+            verdict_table,
+        )
 
         self._show_repeats()
         self.console.print(Markdown(headline(rec)))
+        for line in unshown_lines(rec, repeats):
+            self.console.print(line, highlight=False)
         colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]
         for i, line in enumerate(confidence_lines(assurance)):
             self.console.print(f"[bold {colour}]{line}[/]" if i == 0 else line, highlight=False)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loadertune.paired_stats import TOLERANCE
 from loadertune.search_rules import plain_key
 from loadertune.tracking import param_text
 
@@ -63,7 +64,8 @@ def log_verdict(
 ) -> None:
     """The verdict on the parent run and on each candidate's child run.
 
-    Parent: ``recommended.*`` (above), ``verdict_tolerance`` (the noise allowed for),
+    Parent: ``recommended.*`` (above), ``verdict_tolerance`` (the slowdown accepted for a
+    cheaper pick), ``verdict_may_cost`` (how much slower than the fastest the pick may be),
     ``verdict_noise`` (the noise measured), ``verdict_rounds`` (the rounds it needed), the
     tags ``verdict.*`` (confidence, why, what limits it), the model-based guess against its
     measurement (``guess_num_workers``, ``guess_time_per_sample_ms``,
@@ -78,7 +80,8 @@ def log_verdict(
     figures = {
         "recommended_time_per_sample_ms": c.median,
         "recommended_trial_number": float(c.trial.number),
-        "verdict_tolerance": rec.tolerance,
+        "verdict_tolerance": TOLERANCE,
+        "verdict_may_cost": rec.may_cost,
         "verdict_noise": rec.noise,
         "verdict_rounds": float(verdict.rounds),
     }

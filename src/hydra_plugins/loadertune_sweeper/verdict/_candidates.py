@@ -1,5 +1,5 @@
-"""The verdict's statistics: which settings to measure again, and the cheapest one that is as
-fast as the fastest within the noise measured.
+"""The verdict's statistics: which settings to measure again, and the cheapest one shown to
+be as fast as the fastest.
 
 Trials in a study are measured once each, at different moments of a shared machine's life.
 Before recommending, the top few settings and the baselines are measured again, interleaved
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from optuna.trial import FrozenTrial, TrialState
 
 from loadertune import decision, paired_stats
-from loadertune.paired_stats import NOISE_FLOOR, within_noise
+from loadertune.paired_stats import TOLERANCE
 from loadertune.search_rules import workers_of
 
 from .._keys import TrialAttr
@@ -41,7 +41,8 @@ class Candidate:
     first_batch_s: list[float] = field(default_factory=list)  # worker start-up, each repeat
     bottleneck: str = ""
     why: str = ""
-    left_after: int | None = None  # rounds after which it left the race (out_of_race)
+    left_after: int | None = None  # rounds after which it left the race
+    left_why: str = ""  # why it left: LEFT_RACE, or what more rounds could not buy (decision)
 
     @property
     def workers(self) -> int:
@@ -102,13 +103,15 @@ def with_role(cands: list[Candidate], role: Role) -> Candidate | None:
 
 @dataclass
 class Recommendation:
-    """The cheapest setting within noise of the fastest, and how it compares."""
+    """The cheapest setting shown as fast as the fastest, and how it compares."""
 
     chosen: Candidate
     fastest: Candidate
-    tolerance: float  # the noise the decision allowed for: measured, at least NOISE_FLOOR
+    may_cost: float  # how much slower than the fastest the pick may be (0 for the fastest)
     speedups: dict[Role, tuple[float, float, float]]  # advice -> (median, low, high) ratios
     noise: float = 0.0  # the noise measured, with no floor (see :func:`measured_noise`)
+    # Cheaper than the pick, not shown as fast: what each might cost (decision.Unshown).
+    unshown: list[tuple[Candidate, decision.Unshown]] = field(default_factory=list)
 
     @property
     def is_fastest(self) -> bool:
@@ -121,13 +124,9 @@ def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
     return paired_stats.compare(a.by_round, b.by_round)
 
 
-def _memory(c: Candidate) -> float:
+def memory(c: Candidate) -> float:
+    """Its median peak memory (MB), the cost that breaks a tie in workers."""
     return statistics.median(c.memory_mb or [0.0])
-
-
-def _cheaper(a: Candidate, b: Candidate) -> bool:
-    """Fewer workers, or as many and less memory by ``decision.MEMORY_MARGIN``."""
-    return decision.cheaper(a.workers, b.workers, _memory(a), _memory(b))
 
 
 def rounds_of(measured: list[Candidate]) -> dict[int, paired_stats.Rounds]:
@@ -136,31 +135,43 @@ def rounds_of(measured: list[Candidate]) -> dict[int, paired_stats.Rounds]:
     return {i: c.by_round for i, c in enumerate(measured)}
 
 
+def costs_of(measured: list[Candidate]) -> tuple[dict[int, int], dict[int, float]]:
+    """The candidates' costs (workers) and memory, keyed as :func:`rounds_of`."""
+    return {i: c.workers for i, c in enumerate(measured)}, {
+        i: memory(c) for i, c in enumerate(measured)
+    }
+
+
+def everyones_noise(cands: list[Candidate]) -> tuple[float, int]:
+    """The log-ratio sd all measured candidates' rounds show together, those that left the
+    race included, and its degrees of freedom (:func:`loadertune.paired_stats.pooled_log_sd`)."""
+    return paired_stats.pooled_log_sd(rounds_of([c for c in cands if c.values]))
+
+
 def in_race(cands: list[Candidate]) -> list[Candidate]:
-    """The measured candidates that did not leave the race (:func:`out_of_race`): the ones
-    the pick is made from and judged against (a setting that left has fewer rounds, and its
-    median, over other rounds, does not compare)."""
+    """The measured candidates that did not leave the race: the ones the pick is made from
+    and judged against (a setting that left has fewer rounds, and its median, over other
+    rounds, does not compare)."""
     return [c for c in cands if c.values and c.left_after is None]
 
 
 def recommend(cands: list[Candidate]) -> Recommendation:
     """Cheapest (fewest workers, then less memory by ``decision.MEMORY_MARGIN``, else the
-    faster) whose time is within noise of the best (:func:`loadertune.decision.recommend`)
-    among those in the race, with the speed-up of each advice over it (over the rounds they
-    share, for a setting that left the race too)."""
+    faster) shown as fast as the fastest (:func:`loadertune.decision.recommend`) among those
+    in the race, with the speed-up of each advice over it (over the rounds they share, for a
+    setting that left the race too)."""
     measured = in_race(cands)
-    choice = decision.recommend(
-        rounds_of(measured),
-        {i: c.workers for i, c in enumerate(measured)},
-        {i: _memory(c) for i, c in enumerate(measured)},
-    )
+    workers, memory = costs_of(measured)
+    choice = decision.recommend(rounds_of(measured), workers, memory, everyones_noise(cands))
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:
             mid, low, high, _ = compare(c, chosen)
             speedups[role] = (mid, low, high)
-    return Recommendation(chosen, fastest, choice.noise, speedups, measured_noise(chosen, fastest))
+    unshown = [(measured[i], u) for i, u in choice.unshown.items()]
+    noise = measured_noise(chosen, fastest)
+    return Recommendation(chosen, fastest, choice.may_cost, speedups, noise, unshown)
 
 
 def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
@@ -171,32 +182,12 @@ def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
     return paired_stats.measured_noise(chosen.by_round, fastest.by_round)
 
 
-def unsure(cands: list[Candidate]) -> list[Candidate]:
-    """The fastest and the cheaper settings too close to it to call, or [] if none.
-
-    Too close to call: within noise of the fastest, yet slower than it by more than
-    ``NOISE_FLOOR`` at the median. More rounds narrow the noise and settle it.
-    """
-    measured = in_race(cands)
-    if len(measured) < 2:
-        return []
-    fastest = measured[decision.fastest(rounds_of(measured))]
-    close = []
-    for c in measured:
-        if c is fastest or not _cheaper(c, fastest):
-            continue
-        ratio, _, _, noise = compare(c, fastest)
-        if ratio > 1 + NOISE_FLOOR and within_noise(ratio, noise):
-            close.append(c)
-    return [fastest, *close] if close else []
-
-
 # Why a setting left the race, in the words every message about it uses.
-LEFT_RACE = f"slower than the fastest by more than {NOISE_FLOOR:.0%} in every round"
+LEFT_RACE = f"slower than the fastest by more than {TOLERANCE:.0%} in every round"
 
 
 def out_of_race(cands: list[Candidate]) -> list[Candidate]:
-    """The measured candidates that lost every round to the fastest by more than NOISE_FLOOR
+    """The measured candidates that lost every round to the fastest by more than TOLERANCE
     (:func:`loadertune.decision.out_of_race`): more rounds of them are unlikely to change
     the pick."""
     measured = [c for c in cands if c.values]

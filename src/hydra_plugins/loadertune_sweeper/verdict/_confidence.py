@@ -16,16 +16,16 @@ the verdict and the search, and the noise pooled over every setting measured aga
 
 from __future__ import annotations
 
-import math
 import statistics
+from dataclasses import dataclass
 from typing import TypeAlias
 
-from loadertune import decision
+from loadertune import decision, paired_stats
 from loadertune.decision import Confidence, Shortfall
 from loadertune.paired_stats import MARGIN
 
 from . import _candidates
-from ._candidates import Candidate, Recommendation, recommend, rounds_of, unsure
+from ._candidates import Candidate, Recommendation, recommend, rounds_of
 
 Assurance: TypeAlias = decision.Assurance[Candidate]  # the core's, naming candidates as open
 
@@ -54,30 +54,9 @@ def verdict_windows(cands: list[Candidate]) -> list[tuple[float, float]]:
 
 
 def pooled_ratio_sd(cands: list[Candidate]) -> tuple[float, int]:
-    """The sd of one log time ratio that all candidates' repeats show together, and its
-    degrees of freedom.
-
-    A two-way fit over the rounds every candidate was measured in (log time = setting +
-    round + noise): the residuals pool what each round's drift does not explain, over
-    (settings - 1) x (rounds - 1) degrees of freedom, so three lucky rounds of one pair
-    cannot pass for a quiet machine when the other settings scattered. A ratio of two
-    settings carries the noise of both: sqrt(2) x the residual sd. (0, 0) when there is too
-    little to fit.
-    """
-    measured = [c for c in cands if c.values]
-    shared = set.intersection(*(set(c.by_round) for c in measured))
-    rounds = sorted(shared)
-    if len(measured) < 2 or len(rounds) < 2:
-        return 0.0, 0
-    table = [[math.log(c.by_round[r]) for r in rounds] for c in measured]
-    rows = [statistics.mean(row) for row in table]
-    cols = [statistics.mean(col) for col in zip(*table, strict=True)]
-    grand = statistics.mean(rows)
-    residuals = [
-        x - rows[i] - cols[j] + grand for i, row in enumerate(table) for j, x in enumerate(row)
-    ]
-    df = (len(measured) - 1) * (len(rounds) - 1)
-    return math.sqrt(2 * sum(r * r for r in residuals) / df), df
+    """The sd of one log time ratio all candidates' rounds show together, and its degrees of
+    freedom (:func:`loadertune.paired_stats.pooled_log_sd`)."""
+    return paired_stats.pooled_log_sd(rounds_of([c for c in cands if c.values]))
 
 
 def assess(
@@ -89,15 +68,18 @@ def assess(
 ) -> Assurance:
     """The confidence in ``rec`` (:mod:`loadertune.decision`), with the sweep's own checks:
     the noise pooled over every setting measured again, and other work on the machine.
-    ``search_busy``: each search trial's busy share (0..1). A setting that left the race
-    (it lost every round by more than the noise floor) is no risk to the pick and has fewer
-    rounds: it is checked only for whether it may still be faster, over the rounds it ran,
-    with the noise every candidate's shared rounds show (:func:`loadertune.decision.findings`)."""
-    measured = _candidates.in_race(cands)
-    left = [c for c in cands if c.values and c.left_after is not None]
+    ``search_busy``: each search trial's busy share (0..1). A setting that lost every round
+    by more than the tolerance (:data:`._candidates.LEFT_RACE`) is no risk to the pick and
+    has fewer rounds: it is checked only for whether it may still be faster, over the rounds
+    it ran, with the noise every candidate's rounds show
+    (:func:`loadertune.decision.findings`). One that left because more rounds could not
+    change the pick is still compared with it, scatter included: it left close to it."""
+    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
+    measured = [c for c in cands if c.values and c not in raced]
     pooled, _ = pooled_ratio_sd(measured)
-    everyone = measured + left
+    everyone = measured + raced
     at = {id(c): i for i, c in enumerate(measured)}
+    left = raced
     f = decision.findings(
         rounds_of(measured),
         at[id(rec.chosen)],
@@ -129,6 +111,11 @@ def assess(
     )
 
 
+def _lost(c: Candidate) -> bool:
+    """It left the race by losing every round (older verdicts name no reason)."""
+    return c.left_why in ("", _candidates.LEFT_RACE)
+
+
 def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
     """Other work on the machine, during the verdict's rounds and during the search."""
     reasons: list[Shortfall] = []
@@ -153,19 +140,20 @@ def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
 def _clear(rec: Recommendation, cands: list[Candidate], pairing: float, busy: float) -> str:
     """Why ``high``: the figures that cleared each risk. Settings that left the race are
     counted as such: they were ruled out round by round, not by the final interval."""
-    others = len(_candidates.in_race(cands)) - 1
-    left = sum(c.left_after is not None for c in cands)
+    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
+    others = sum(1 for c in cands if c.values and c not in raced) - 1
+    left = len(raced)
     faster = (
         "It is the fastest setting measured"
         if rec.is_fastest
-        else f"It is within {rec.noise:.1%} of the fastest"
+        else f"It is shown at most {rec.may_cost:.1%} slower than the fastest"
     )
     parts = [faster]
     if others:
         who = (
-            f"none of the {others} other settings still in the race can"
+            f"none of the {others} other settings compared with it can"
             if others > 1
-            else "the other setting still in the race cannot"
+            else "the other setting compared with it cannot"
         )
         parts.append(
             f"{who} be more than {MARGIN:.1%} faster (95% interval); "
@@ -196,22 +184,62 @@ def _settle(unsettled: list[Candidate], busy: float, repeats: int, scattered: bo
     return "more repeats on a quieter machine"
 
 
-def still_open(cands: list[Candidate], repeats: int, cpus: int) -> tuple[list[Candidate], str]:
-    """The settings one more round could still tell apart, and when there are none, why.
+@dataclass(frozen=True)
+class NextRound:
+    """What the next verdict round measures, who leaves the race first, and, when no round
+    is worth running, why the rounds stop."""
 
-    The fastest and the cheaper settings too close to call, and any setting that may beat
-    the pick; not while other work is what blurs them: rounds on a busy machine buy nothing.
-    Rounds whose own scatter holds the label at ``low`` go on: the label cannot rise, but
-    the pick can still change, and more rounds make it right more often (docs/method.md).
-    """
-    close = unsure(cands)
-    if not any(c.values for c in cands):
-        return close, "nothing measured"
+    measure: list[Candidate]
+    leave: list[tuple[Candidate, str]]
+    why: str = ""
+
+
+def next_round(cands: list[Candidate], least: int, most: int, cpus: int) -> NextRound:
+    """The settings another round is worth (:func:`loadertune.decision.worth_a_round`: a
+    rival that may beat the pick by more than the tolerance, a cheaper setting that may yet
+    be shown as fast, each only while ``most`` rounds in all can settle it), and those whose
+    rounds could still lift the label (:func:`_label_rounds`). The others leave together,
+    each with why. Nothing is worth a round while other work blurs them."""
+    measured = _candidates.in_race(cands)
     rec = recommend(cands)
-    assurance = assess(rec, cands, cpus, repeats)
-    if assurance.busy:
-        return [], "other work on the machine blurs the rounds"
-    if not (close or assurance.unsettled):
-        return close, "settled"
-    wanted = [*close, rec.chosen, rec.fastest, *assurance.unsettled]
-    return list({id(c): c for c in wanted}.values()), ""
+    if assess(rec, cands, cpus, least).busy:
+        return NextRound([], [], "other work on the machine blurs the rounds")
+    workers, memory = _candidates.costs_of(measured)
+    noise = _candidates.everyones_noise(cands)
+    outlook = decision.worth_a_round(rounds_of(measured), workers, most, memory, noise)
+    label = _label_rounds(rec, cands, least, most)
+    which = [measured[i] for i in outlook.open] + label
+    leave = [(measured[i], why) for i, why in outlook.done.items() if measured[i] not in label]
+    if which:
+        return NextRound(list({id(c): c for c in which}.values()), leave)
+    stuck = any(why == decision.STUCK for why in outlook.done.values())
+    return NextRound([], leave, "too close to call in the rounds allowed" if stuck else "settled")
+
+
+def _label_rounds(rec: Recommendation, cands: list[Candidate], least: int, most: int) -> list:  # type: ignore[type-arg]
+    """The pick and the settings that keep its label from ``high``, when their rounds can
+    still lift it within ``most`` rounds: no scatter past ``medium``'s lines (a range only
+    widens), every setting that may beat it by more than ``MARGIN`` still in the race and
+    able to show it does not, or only too few rounds of the pick. [] when it cannot rise."""
+    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
+    compared = [c for c in cands if c.values and c not in raced]
+    at = {id(c): i for i, c in enumerate(compared)}
+    pooled, _ = pooled_ratio_sd(compared)
+    times = rounds_of(compared)
+    f = decision.findings(times, at[id(rec.chosen)], at[id(rec.fastest)], pooled)
+    if f.pairing > paired_stats.RATIO_MEDIUM or f.drift > paired_stats.SPREAD_MEDIUM:
+        return []
+    need = [compared[k] for k in f.unsettled]
+    pick = rec.chosen.by_round
+    for c in need:
+        if (
+            c.left_after is not None
+            or paired_stats.rounds_to_settle(
+                pick, c.by_round, most, pooled, 0, MARGIN, paired_stats.T95
+            )
+            is None
+        ):
+            return []
+    if not need and f.repeats >= least:
+        return []
+    return [rec.chosen, *need]

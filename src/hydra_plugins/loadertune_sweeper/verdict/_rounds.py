@@ -23,7 +23,7 @@ from ..plan._guess import study_guess, study_range
 from ..study import _storage
 from . import _candidates, _text
 from ._candidates import Candidate, Recommendation
-from ._confidence import Assurance, assess, still_open
+from ._confidence import Assurance, assess, next_round
 
 if TYPE_CHECKING:
     import optuna
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 # compared round by round, not from a longer window.
 ROUND_WINDOW = ["trial.precision=null"]
 MIN_ROUNDS = 3  # the fewest rounds whose pick can be ``high`` (decision.shortfalls)
+RACE_ROUNDS = 2  # rounds that measure every setting: the race and speed-up lines need two
 
 # Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
 Measure = Callable[[list[str], int], "TrialResult | None"]
@@ -129,7 +130,12 @@ class VerdictRun:
         assurance = assess(rec, cands, usable_cpus(), repeats, search_busy(self.study))
         guess = study_guess(self.study)
         text = _text.verdict_markdown(
-            rec, cands, assurance, guess=guess, workers_range=study_range(self.study)
+            rec,
+            cands,
+            assurance,
+            guess=guess,
+            workers_range=study_range(self.study),
+            repeats=repeats,
         )
         text += _text.rounds_line(rounds, repeats, cands)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
@@ -152,44 +158,49 @@ def run_rounds(
     note: Callable[[str], None],
     cpus: int,
 ) -> int | None:
-    """Run rounds while the pick or its confidence can still change; how many ran (None:
-    ``measure_round``, which measures the settings given once each, said stop).
+    """Run rounds while one can still change the pick or lift its label; how many ran
+    (None: ``measure_round``, which measures the settings given once each, said stop).
 
-    Every setting still in the race is measured in each of the first ``repeats`` rounds;
-    after each round a setting that lost every round to the fastest by more than ``NOISE_FLOOR``
-    leaves the race (:func:`._candidates.out_of_race`). From ``MIN_ROUNDS`` rounds on (the
-    fewest that can be ``high``) the rounds stop once nothing is open
-    (:func:`._confidence.still_open`: no setting too close to call, none that may still beat
-    the pick, and not a busy machine, where rounds buy nothing). Past ``repeats``, only the
-    open settings get more rounds, up to twice the repeats. Each round measures its settings
-    in :func:`rotated` order.
+    The first ``RACE_ROUNDS`` measure every setting (the race and every speed-up line need
+    two). After each round a setting that lost every round to the fastest by more than the
+    tolerance leaves the race (:func:`._candidates.out_of_race`); from then on each round
+    measures only what it can still buy (:func:`._confidence.next_round`), the others leave
+    together, and the rounds stop once nothing is worth one, or at twice ``repeats``. Each
+    round measures its settings in :func:`rotated` order.
     """
-    alive, rounds, why = list(cands), 0, "settled"
-    least = min(repeats, MIN_ROUNDS)
-    while rounds < 2 * repeats:
+    alive, rounds, why = list(cands), 0, ""
+    least, most = min(repeats, MIN_ROUNDS), 2 * repeats
+    while rounds < most:
         which = alive
-        if rounds >= least:
-            open_, why = still_open(alive, rounds, cpus)
-            if not open_:
+        if rounds >= RACE_ROUNDS:
+            step = next_round(cands, least, most, cpus)
+            for c, reason in step.leave:
+                _leave(c, alive, rounds, reason, note)
+            which, why = step.measure, step.why
+            if not which:
                 break
             if rounds >= repeats:
-                which = open_
-                names = ", ".join(f"trial {c.trial.number}" for c in open_)
-                note(f"verdict: too close to call, one more round of {names}")
+                names = ", ".join(f"trial {c.trial.number}" for c in which)
+                note(f"verdict: one more round of {names}: it can still change the pick")
         if not measure_round(rounds, rotated(which, rounds)):
             return None
         rounds += 1
         for c in _candidates.out_of_race(alive):
-            c.left_after = rounds
-            alive.remove(c)
-            note(
-                f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: "
-                f"{_candidates.LEFT_RACE} ({rounds} rounds)"
-            )
-    if rounds >= 2 * repeats:
-        why = "as many rounds as allowed"
-    note(f"verdict: {why}, after {rounds} round{'s' * (rounds != 1)}")
+            _leave(c, alive, rounds, _candidates.LEFT_RACE, note)
+    note(
+        f"verdict: {why or 'as many rounds as allowed'}, after {rounds} round{'s' * (rounds != 1)}"
+    )
     return rounds
+
+
+def _leave(
+    c: Candidate, alive: list[Candidate], rounds: int, why: str, note: Callable[[str], None]
+) -> None:
+    """``c`` leaves the race after ``rounds`` rounds, for ``why``."""
+    c.left_after, c.left_why = rounds, why
+    alive.remove(c)
+    note(f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: {why} "
+         f"({rounds} rounds)")  # fmt: skip
 
 
 def rotated(which: list[Candidate], round_: int) -> list[Candidate]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from loadertune.paired_stats import COVERAGE, NOISE_FLOOR
+from loadertune.paired_stats import TOLERANCE, rounds_to_settle
 from loadertune.search_rules import plain_key
 
 from ..plan._baselines import Role
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from ._confidence import Assurance
 
 
+SETTLE_MOST = 30  # the most rounds a "what would settle it" line looks ahead
+
+
 def verdict_markdown(
     rec: Recommendation,
     cands: list[Candidate],
@@ -28,6 +31,7 @@ def verdict_markdown(
     unit: str = "ms",
     guess: Guess | None = None,
     workers_range: WorkersRange | None = None,
+    repeats: int = 3,
 ) -> str:
     """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
     rows = [
@@ -44,21 +48,25 @@ def verdict_markdown(
             f"{statistics.median(c.cpu_percent or [0]):.0f} | "
             f"{statistics.median(c.other_cpu_percent or [0]):.0f} | {c.bottleneck} |"
         )
-    lines = [headline(rec, unit), "", *confidence_lines(assurance), "", *rows, "", ORDER, ""]
+    lines = [headline(rec, unit), *unshown_lines(rec, repeats), "", *confidence_lines(assurance)]
+    lines += ["", *rows, "", ORDER, ""]
     lines += details(rec, cands, unit, guess, workers_range)
     return "\n".join(lines) + "\n"
 
 
 def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
     """How many rounds the verdict needed, and which settings left the race when."""
-    left = [c for c in cands if c.left_after is not None]
     line = (
-        f"\nRounds: {rounds} (verdict_repeats={repeats}; up to {2 * repeats} when too close "
-        "to call; the rounds stop once the pick is settled)."
+        f"\nRounds: {rounds} (verdict_repeats={repeats}; up to {2 * repeats}; a round runs "
+        "only while it can still change the pick or lift its label)."
     )
-    if left:
+    why: dict[str, list[Candidate]] = {}
+    for c in cands:
+        if c.left_after is not None:
+            why.setdefault(c.left_why or LEFT_RACE, []).append(c)
+    for reason, left in why.items():
         named = ", ".join(f"trial {c.trial.number} after {c.left_after}" for c in left)
-        line += f" Left the race, {LEFT_RACE}: {named}."
+        line += f" Left the race, {reason}: {named}."
     return line + "\n" + by_round_table(cands)
 
 
@@ -83,23 +91,41 @@ def by_round_table(cands: list[Candidate], unit: str = "ms") -> str:
 
 
 def headline(rec: Recommendation, unit: str = "ms") -> str:
-    """The recommendation in one sentence, with the noise the repeats showed."""
+    """The recommendation in one sentence, with what the rounds showed."""
     chosen, fastest = rec.chosen, rec.fastest
     head = f"**Recommended: num_workers={chosen.workers}** (trial {chosen.trial.number}): "
     if rec.is_fastest:
         return head + (
             f"the fastest setting measured, {chosen.median:.4f} {unit} per sample (median of "
             f"{len(chosen.values)} repeats, which spread {chosen.spread:.1%}), and no cheaper "
-            "setting came within noise of it."
+            f"setting was shown to be within {TOLERANCE:.0%} of it."
         )
     ratio = compare(chosen, fastest)[0]
     return head + (
-        f"the cheapest setting within noise of the fastest (trial {fastest.trial.number}, "
+        f"the cheapest setting shown as fast as the fastest (trial {fastest.trial.number}, "
         f"{fastest.median:.4f} {unit}): round by round its time is {ratio - 1:+.1%} against "
-        f"the fastest's at the median, and the noise measured reaches {rec.noise:.1%} below "
-        f"that (the low end of a {COVERAGE:.0%} interval of the ratios), so the gap is not a "
-        f"measured difference (the verdict never calls a gap under {NOISE_FLOOR:.0%} one)."
+        f"the fastest's at the median, and at most {rec.may_cost:+.1%} at the top of a 95% "
+        f"interval, within the {TOLERANCE:.0%} the verdict accepts for a cheaper setting."
     )
+
+
+def unshown_lines(rec: Recommendation, repeats: int) -> list[str]:
+    """The cheaper settings the rounds did not show as fast: what each might cost, and what
+    would settle it (:func:`loadertune.paired_stats.rounds_to_settle`)."""
+    lines = []
+    for c, u in sorted(rec.unshown, key=lambda cu: cu[0].workers):
+        settle = rounds_to_settle(c.by_round, rec.fastest.by_round, SETTLE_MOST)
+        if settle is None:
+            how = "a quieter machine: at the scatter measured, no number of rounds would"
+        else:
+            how = f"about {settle} rounds: run again with hydra.sweeper.verdict_repeats="
+            how += f"{max(repeats, -(-settle // 2))}"
+        lines.append(
+            f"Cheaper, not shown as fast: num_workers={c.workers} (trial {c.trial.number}), "
+            f"{u.ratio - 1:+.1%} at the median, up to {u.may_cost:+.1%} (95% interval); what "
+            f"would settle it: {how}."
+        )
+    return lines
 
 
 def per_rank_line(workers: int, ranks: int) -> str:

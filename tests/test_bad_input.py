@@ -188,6 +188,8 @@ SWEEP = [
     ("hydra.sweeper.startup_timeout_s=-1", "hydra.sweeper.startup_timeout_s=-1.0: must be > 0"),
     ("hydra.sweeper.startup_timeout_s=null", "hydra.sweeper.startup_timeout_s=null: cannot be"),
     ("hydra.sweeper.memory_budget_mb=-5", "hydra.sweeper.memory_budget_mb=-5.0: must be > 0"),
+    ("hydra.sweeper.train_hours=0", "hydra.sweeper.train_hours=0.0: must be > 0. Fix: e.g. "),
+    ("hydra.sweeper.train_hours=long", "hydra.sweeper.train_hours=long: value 'long' of type"),
     ("hydra.sweeper.direction=sideways", "hydra.sweeper.direction=sideways: is not minimize"),
     ("hydra.sweeper.storage=nonsense", "hydra.sweeper.storage=nonsense: is not a database"),
     ("hydra.sweeper.host_lock=maybe", "hydra.sweeper.host_lock=maybe: is not a host lock"),

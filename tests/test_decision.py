@@ -209,3 +209,29 @@ def test_the_guess_names_its_cap() -> None:
     )
     assert (named.workers, named.bound.value) == (16, "max_workers")
     assert named.time_per_sample_ms == pytest.approx(900.0 / 16)  # batch size 1: per batch
+
+
+def test_a_rival_gets_rounds_while_they_are_worth_what_they_may_win_back() -> None:
+    """A rival that may beat the pick by more than the tolerance is open while its next
+    round is expected to win back ``min_gain`` of throughput; past that it is done (it
+    leaves, too close to tell apart at the price), and so is one shown slower."""
+    times = {
+        "pick": {0: 1.00, 1: 1.00, 2: 1.00},
+        "rival": {0: 0.96, 1: 1.05, 2: 1.01},  # within 5% either way: may be faster
+        "slow": {0: 1.40, 1: 1.42, 2: 1.41},
+    }
+    cost = {"pick": 1, "rival": 2, "slow": 0}
+    cheap = decision.worth_a_round(times, cost, most=6, min_gain=1e-6)
+    assert cheap.choice.chosen == "pick"
+    assert cheap.open["rival"] == decision.RIVAL and "pick" in cheap.open
+    assert cheap.done == {"slow": decision.SLOWER}
+    dear = decision.worth_a_round(times, cost, most=6, min_gain=0.5)
+    assert dear.open == {} and dear.done == {"rival": decision.STUCK, "slow": decision.SLOWER}
+
+
+@pytest.mark.parametrize(
+    ("most", "said"),
+    [(0.06, "up to 6%"), (0.999, "up to 100%"), (1763.82, "more than 100%: too few rounds")],
+)
+def test_how_much_faster_a_setting_may_be_reads_as_a_figure(most: float, said: str) -> None:
+    assert decision.up_to(most).startswith(said)

@@ -62,3 +62,20 @@ def test_the_pooled_fit_uses_every_round_two_settings_share() -> None:
     sd, df = paired_stats.pooled_log_sd({"a": a, "b": b, "c": c})
     assert df == 4 and sd > 0.03  # c did not follow the machine: scatter the pair alone hid
     assert paired_stats.pooled_log_sd({"a": a}) == (0.0, 0)
+
+
+def test_a_rounds_gain_is_what_it_may_still_win_back() -> None:
+    """Close and scattered: another round may well change the pick, so it is worth more
+    than one of a pair far apart; and it is worth less the more rounds there are."""
+    pick = {r: 1.0 for r in range(6)}
+    close = {0: 0.97, 1: 1.04, 2: 0.99}  # about as fast as the pick, 3% of scatter
+    far = {0: 1.30, 1: 1.34, 2: 1.29}
+    assert paired_stats.round_gain(pick, close) > 10 * paired_stats.round_gain(pick, far)
+    more = {**close, 3: 0.97, 4: 1.04, 5: 0.99}  # the same scatter over twice the rounds
+    assert paired_stats.round_gain(pick, more) < paired_stats.round_gain(pick, close)
+    assert paired_stats.round_gain(pick, {0: 1.0}) == float("inf")  # no scatter known yet
+    assert paired_stats.round_gain(pick, {0: 1.0, 1: 1.0}) == 0.0  # two equal rounds
+    # A scatter all settings show together makes the pair's next round worth more.
+    assert paired_stats.round_gain(pick, close, pooled_sd=0.1) > paired_stats.round_gain(
+        pick, close
+    )

@@ -12,7 +12,7 @@ from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
 from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
-from hydra_plugins.loadertune_sweeper.verdict._rounds import rotated, run_rounds
+from hydra_plugins.loadertune_sweeper.verdict._race import rotated, run_rounds
 from loadertune.decision import Confidence, out_of_race
 
 
@@ -88,7 +88,7 @@ def test_a_close_call_gets_more_rounds_of_the_open_settings_only() -> None:
     assert {w for r, w in log if r >= 2} == {2, 8}  # the extra rounds are the open settings'
     assert cands[0].left_after == 2 and cands[0].left_why == _candidates.LEFT_RACE
     assert _candidates.recommend(cands).chosen.workers == 2  # now shown as fast: the pick
-    assert notes[-1] == f"verdict: settled, after {rounds} rounds"
+    assert notes[-1].startswith(f"verdict: settled, after {rounds} rounds (")
 
 
 def test_settings_too_scattered_to_tell_apart_stop_the_rounds_early() -> None:
@@ -103,7 +103,7 @@ def test_settings_too_scattered_to_tell_apart_stop_the_rounds_early() -> None:
     truth: Truth = lambda w, r: times[w][r]  # noqa: E731
     rounds = run_rounds(cands, 3, _measurer(truth, log), notes.append, cpus=2)
     assert rounds == 3 and not [w for r, w in log if r >= 3]
-    assert notes[-1] == "verdict: too close to call in the rounds allowed, after 3 rounds"
+    assert notes[-1].startswith("verdict: too close to call in the rounds allowed, after 3 rounds")
     rec = _candidates.recommend(cands)
     assurance = assess(rec, cands, 2, 3)
     assert assurance.scattered and assurance.level == Confidence.LOW and assurance.unsettled
@@ -156,3 +156,37 @@ def test_the_rounds_change_the_order_of_their_settings() -> None:
     for c in cands:
         assert c.values == [times[c.workers][r] for r in c.rounds]
         assert c.rounds[:3] == [0, 1, 2]
+
+
+def test_rounds_are_timed_and_priced_against_the_training_they_serve() -> None:
+    from hydra_plugins.loadertune_sweeper.verdict._race import Pricing
+    from loadertune.decision import MIN_GAIN
+
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    def measure(round_: int, which: list[_candidates.Candidate]) -> bool:
+        now[0] += 5.0 * len(which)  # five seconds a measurement
+        return True
+
+    priced = Pricing(train_hours=1.0, clock=clock)
+    assert priced.min_gain() == MIN_GAIN  # nothing timed yet
+    assert priced.timed(measure, 0, [_cand(0), _cand(2)])
+    assert (priced.spent_s, priced.measured) == (10.0, 2)
+    # A rival's round (it and the pick, 10 s) must win back 10 s of a 1-hour run.
+    assert priced.min_gain() == 10.0 / 3600
+    longer = Pricing(train_hours=100.0, clock=clock)
+    longer.timed(measure, 0, [_cand(0), _cand(2)])
+    assert longer.min_gain() == 10.0 / 360000  # a long run makes every round worth more
+    assert Pricing().min_gain() == MIN_GAIN
+
+
+def test_the_verdict_says_what_its_rounds_cost() -> None:
+    cands = [_cand(0), _cand(2)]
+    cands[0].values, cands[0].rounds = [2.0, 2.1], [0, 1]
+    cands[1].values, cands[1].rounds = [1.0, 1.1, 1.2], [0, 1, 2]
+    line = _text.rounds_line(3, 3, cands, spent_s=42.4, train_hours=12)
+    assert "5 measurements in 42 s" in line and "train_hours=12" in line
+    assert "0.1% of throughput" in _text.rounds_line(3, 3, cands, spent_s=42.4)

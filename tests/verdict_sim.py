@@ -20,7 +20,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _confidence
-from hydra_plugins.loadertune_sweeper.verdict._rounds import run_rounds
+from hydra_plugins.loadertune_sweeper.verdict._race import run_rounds
 
 REPEATS = 3
 CPUS = 2

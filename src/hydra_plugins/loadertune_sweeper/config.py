@@ -139,11 +139,15 @@ class SweepSettings:
     trial_timeout_s: float | None = None
 
     # The verdict at the end of a sweep: the verdict_top fastest settings and the baselines
-    # (default, rule of thumb, start-at-2 path) are measured verdict_repeats times more,
-    # interleaved, and the cheapest setting within the noise of the fastest is recommended
-    # and exported as best_loader.yaml. verdict_repeats=0 skips it.
+    # (default, rule of thumb, start-at-2 path) are measured again, interleaved, in up to
+    # 2 x verdict_repeats rounds, and the cheapest setting shown as fast as the fastest (within
+    # 2%) is recommended and exported as best_loader.yaml. verdict_repeats=0 skips it.
     verdict_top: int = 3
     verdict_repeats: int = 3
+    # Hours the tuned loader will train: a verdict round for a setting that may beat the pick
+    # runs only while the throughput it is expected to win back, over that many hours, is worth
+    # the round's seconds. null: while it is expected to win back 0.1% of throughput.
+    train_hours: float | None = None
 
     # How long a search trial times: "steps" (with a verdict to follow) exactly trial.steps
     # timed steps, as a verdict round does, since the verdict re-measures the candidates

@@ -62,8 +62,9 @@ def assess(choice: Choice[K], times: Mapping[K, Rounds]) -> Assurance[K]:
     if f.unsettled:
         most = max(f.unsettled.values())
         names = ", ".join(str(k) for k in f.unsettled)
-        upto = f"up to {most:.0%}" if most < 1 else "more than 100% (too few rounds)"
-        reasons.append((Confidence.MEDIUM, f"{names} may still be faster by {upto}"))
+        reasons.append(
+            (Confidence.MEDIUM, f"{names} may still be faster by {decision.up_to(most)}")
+        )
     high = (
         f"No other setting can be more than {MARGIN:.1%} faster (95% interval); "
         f"round-by-round ratios agree within {f.pairing:.0%}."

@@ -31,10 +31,12 @@ from loadertune.decision._confidence import (
     assurance,
     findings,
     shortfalls,
+    up_to,
 )
 from loadertune.decision._guess import NEAR, Bound, Guess, guess
 from loadertune.decision._worth import (
     CHEAPER,
+    MIN_GAIN,
     RIVAL,
     SETTLED,
     SLOWER,
@@ -46,6 +48,7 @@ from loadertune.decision._worth import (
 __all__ = [
     "CHEAPER",
     "MEMORY_MARGIN",
+    "MIN_GAIN",
     "NEAR",
     "RIVAL",
     "SETTLED",
@@ -68,5 +71,6 @@ __all__ = [
     "out_of_race",
     "recommend",
     "shortfalls",
+    "up_to",
     "worth_a_round",
 ]

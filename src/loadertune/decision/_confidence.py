@@ -114,6 +114,12 @@ def findings(
     )
 
 
+def up_to(most: float) -> str:
+    """How much faster an unsettled setting may be, in words: a few rounds' interval can
+    reach past doubling, which reads as no figure at all ("up to 176382%")."""
+    return f"up to {most:.0%}" if most < 1 else "more than 100%: too few rounds to say"
+
+
 def shortfalls(f: Findings[K], measured: str) -> list[Shortfall]:
     """The reasons in the rounds themselves; ``measured`` starts the too-few-rounds one
     (``"the choice was measured"``: "the choice was measured 2 time(s)")."""

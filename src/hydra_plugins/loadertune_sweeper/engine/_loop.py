@@ -372,6 +372,7 @@ class SweepEngine:
             stopped=lambda: self._stop_requested,
             note=session.view.note,
             memory_budget_mb=self.memory_budget / 2**20,
+            train_hours=s.train_hours,
         ).run(s.verdict_top, s.verdict_repeats)
         if not self._stop_requested:  # an interrupted verdict is finished on the next start
             session.study.set_user_attr(StudyAttr.VERDICT, VERDICT_GIVEN)

@@ -17,13 +17,15 @@ _KEY = "hydra.sweeper"
 BUSY_MODES = ("warn", "wait", "ignore")
 SEARCH_WINDOWS = ("steps", "precise")
 _STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql", "oracle", "mssql")
-_POSITIVE = (  # seconds or MB, > 0 (the last two may be null)
+_POSITIVE = (  # seconds, MB or hours, > 0 (those in _OR_NULL may be null)
     "startup_timeout_s",
     "stall_timeout_s",
     "busy_wait_s",
     "trial_timeout_s",
     "memory_budget_mb",
+    "train_hours",
 )
+_OR_NULL = ("trial_timeout_s", "memory_budget_mb", "train_hours")
 _COMMENTS = "conf/config.yaml, under hydra.sweeper"
 
 
@@ -68,7 +70,7 @@ def check_settings(s: SweepSettings) -> None:
     for name in _POSITIVE:
         value = getattr(s, name)
         if value is not None and value <= 0:
-            or_null = ", or null" if name in ("trial_timeout_s", "memory_budget_mb") else ""
+            or_null = ", or null" if name in _OR_NULL else ""
             raise ConfigError(
                 f"{_KEY}.{name}", value, "must be > 0", f"e.g. hydra.sweeper.{name}=60{or_null}"
             )

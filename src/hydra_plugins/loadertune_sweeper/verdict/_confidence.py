@@ -98,7 +98,7 @@ def assess(
         reasons.append(
             (
                 Confidence.MEDIUM,
-                f"{names} may still be faster by more than {MARGIN:.1%} (up to {most:.0%})",
+                f"{names} may still be faster by more than {MARGIN:.1%} ({decision.up_to(most)})",
             )
         )
     return decision.assurance(
@@ -194,10 +194,13 @@ class NextRound:
     why: str = ""
 
 
-def next_round(cands: list[Candidate], least: int, most: int, cpus: int) -> NextRound:
+def next_round(
+    cands: list[Candidate], least: int, most: int, cpus: int, min_gain: float = decision.MIN_GAIN
+) -> NextRound:
     """The settings another round is worth (:func:`loadertune.decision.worth_a_round`: a
-    rival that may beat the pick by more than the tolerance, a cheaper setting that may yet
-    be shown as fast, each only while ``most`` rounds in all can settle it), and those whose
+    rival that may beat the pick by more than the tolerance while its round is expected to
+    win back ``min_gain`` of throughput, a cheaper setting that may yet be shown as fast while
+    ``most`` rounds in all can show it), and those whose
     rounds could still lift the label (:func:`_label_rounds`). The others leave together,
     each with why. Nothing is worth a round while other work blurs them."""
     measured = _candidates.in_race(cands)
@@ -206,7 +209,7 @@ def next_round(cands: list[Candidate], least: int, most: int, cpus: int) -> Next
         return NextRound([], [], "other work on the machine blurs the rounds")
     workers, memory = _candidates.costs_of(measured)
     noise = _candidates.everyones_noise(cands)
-    outlook = decision.worth_a_round(rounds_of(measured), workers, most, memory, noise)
+    outlook = decision.worth_a_round(rounds_of(measured), workers, most, memory, noise, min_gain)
     label = _label_rounds(rec, cands, least, most)
     which = [measured[i] for i in outlook.open] + label
     leave = [(measured[i], why) for i, why in outlook.done.items() if measured[i] not in label]

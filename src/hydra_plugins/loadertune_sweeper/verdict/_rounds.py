@@ -23,7 +23,8 @@ from ..plan._guess import study_guess, study_range
 from ..study import _storage
 from . import _candidates, _text
 from ._candidates import Candidate, Recommendation
-from ._confidence import Assurance, assess, next_round
+from ._confidence import Assurance, assess
+from ._race import Pricing, run_rounds
 
 if TYPE_CHECKING:
     import optuna
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 # A verdict round times exactly trial.steps steps: its precision comes from the repeats,
 # compared round by round, not from a longer window.
 ROUND_WINDOW = ["trial.precision=null"]
-MIN_ROUNDS = 3  # the fewest rounds whose pick can be ``high`` (decision.shortfalls)
-RACE_ROUNDS = 2  # rounds that measure every setting: the race and speed-up lines need two
 
 # Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
 Measure = Callable[[list[str], int], "TrialResult | None"]
@@ -75,6 +74,7 @@ class VerdictRun:
     stopped: Callable[[], bool]
     note: Callable[[str], None]
     memory_budget_mb: float
+    train_hours: float | None = None  # how long the tuned loader will train (Pricing)
 
     def run(self, top: int, repeats: int) -> Verdict | None:
         """Measure the ``top`` settings and the baselines in up to ``repeats`` interleaved
@@ -89,10 +89,11 @@ class VerdictRun:
             f"verdict: measuring {len(cands)} settings up to {repeats} times each, "
             "interleaved, until the pick is settled"
         )
-        rounds = run_rounds(cands, repeats, self._round, self.note, usable_cpus())
+        pricing = Pricing(self.train_hours)
+        rounds = run_rounds(cands, repeats, self._round, self.note, usable_cpus(), pricing)
         if rounds is None or not any(c.values for c in cands):
             return None
-        return self._conclude(cands, repeats, rounds)
+        return self._conclude(cands, repeats, rounds, pricing)
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
         """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
@@ -121,7 +122,9 @@ class VerdictRun:
             c.bottleneck, c.why = d.label, d.sentence
         return True
 
-    def _conclude(self, cands: list[Candidate], repeats: int, rounds: int) -> Verdict:
+    def _conclude(
+        self, cands: list[Candidate], repeats: int, rounds: int, pricing: Pricing
+    ) -> Verdict:
         """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
         ``loader=best``."""
         from ._figure import verdict_figure
@@ -137,7 +140,7 @@ class VerdictRun:
             workers_range=study_range(self.study),
             repeats=repeats,
         )
-        text += _text.rounds_line(rounds, repeats, cands)
+        text += _text.rounds_line(rounds, repeats, cands, pricing.spent_s, self.train_hours)
         config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
         ranks = config.trial.nproc_per_node
         if ranks > 1:  # the workers named are each rank's
@@ -149,74 +152,6 @@ class VerdictRun:
         loader_file, settings = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
         return Verdict(rec, cands, assurance, text, loader_file, settings, rounds)
-
-
-def run_rounds(
-    cands: list[Candidate],
-    repeats: int,
-    measure_round: Callable[[int, list[Candidate]], bool],
-    note: Callable[[str], None],
-    cpus: int,
-) -> int | None:
-    """Run rounds while one can still change the pick or lift its label; how many ran
-    (None: ``measure_round``, which measures the settings given once each, said stop).
-
-    The first ``RACE_ROUNDS`` measure every setting (the race and every speed-up line need
-    two). After each round a setting that lost every round to the fastest by more than the
-    tolerance leaves the race (:func:`._candidates.out_of_race`); from then on each round
-    measures only what it can still buy (:func:`._confidence.next_round`), the others leave
-    together, and the rounds stop once nothing is worth one, or at twice ``repeats``. Each
-    round measures its settings in :func:`rotated` order.
-    """
-    alive, rounds, why = list(cands), 0, ""
-    least, most = min(repeats, MIN_ROUNDS), 2 * repeats
-    while rounds < most:
-        which = alive
-        if rounds >= RACE_ROUNDS:
-            step = next_round(cands, least, most, cpus)
-            for c, reason in step.leave:
-                _leave(c, alive, rounds, reason, note)
-            which, why = step.measure, step.why
-            if not which:
-                break
-            if rounds >= repeats:
-                names = ", ".join(f"trial {c.trial.number}" for c in which)
-                note(f"verdict: one more round of {names}: it can still change the pick")
-        if not measure_round(rounds, rotated(which, rounds)):
-            return None
-        rounds += 1
-        for c in _candidates.out_of_race(alive):
-            _leave(c, alive, rounds, _candidates.LEFT_RACE, note)
-    note(
-        f"verdict: {why or 'as many rounds as allowed'}, after {rounds} round{'s' * (rounds != 1)}"
-    )
-    return rounds
-
-
-def _leave(
-    c: Candidate, alive: list[Candidate], rounds: int, why: str, note: Callable[[str], None]
-) -> None:
-    """``c`` leaves the race after ``rounds`` rounds, for ``why``."""
-    c.left_after, c.left_why = rounds, why
-    alive.remove(c)
-    note(f"verdict: trial {c.trial.number} ({c.name or 'searched'}) leaves the race: {why} "
-         f"({rounds} rounds)")  # fmt: skip
-
-
-def rotated(which: list[Candidate], round_: int) -> list[Candidate]:
-    """``which`` in round ``round_``'s order: every second round the order is reversed, and
-    every two rounds it starts one setting further on (three settings: all six orders in six
-    rounds), so over the rounds each setting takes each place and follows different others.
-
-    In a fixed order, whatever depends on a setting's place (the machine speeding up or
-    slowing down across a round, the setting measured right after the one with the most
-    workers) would fall on the same setting in every round, where the round-by-round ratios
-    cannot cancel it; rotating alone keeps every setting's predecessor."""
-    if not which:
-        return which
-    k = (round_ // 2) % len(which)
-    order = [*which[k:], *which[:k]]
-    return order[::-1] if round_ % 2 else order
 
 
 def search_busy(study: optuna.Study) -> list[float]:

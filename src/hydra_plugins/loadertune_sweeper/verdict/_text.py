@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from loadertune.decision import MIN_GAIN
 from loadertune.paired_stats import TOLERANCE, rounds_to_settle
 from loadertune.search_rules import plain_key
 
@@ -54,11 +55,25 @@ def verdict_markdown(
     return "\n".join(lines) + "\n"
 
 
-def rounds_line(rounds: int, repeats: int, cands: list[Candidate]) -> str:
-    """How many rounds the verdict needed, and which settings left the race when."""
+def rounds_line(
+    rounds: int,
+    repeats: int,
+    cands: list[Candidate],
+    spent_s: float = 0.0,
+    train_hours: float | None = None,
+) -> str:
+    """How many rounds the verdict needed, what they cost, and which settings left the race
+    when and why."""
+    price = (
+        f"a rival's round had to win back its seconds over train_hours={train_hours:g}"
+        if train_hours
+        else f"a rival's round had to be expected to win back {MIN_GAIN:.1%} of throughput"
+    )
+    measured = sum(len(c.values) for c in cands)
     line = (
-        f"\nRounds: {rounds} (verdict_repeats={repeats}; up to {2 * repeats}; a round runs "
-        "only while it can still change the pick or lift its label)."
+        f"\nRounds: {rounds} (verdict_repeats={repeats}; up to {2 * repeats}), {measured} "
+        f"measurements in {spent_s:.0f} s: a round runs only while it can still change the "
+        f"pick or lift its label ({price})."
     )
     why: dict[str, list[Candidate]] = {}
     for c in cands:

@@ -7,8 +7,10 @@ helping; then, while nothing else waits in the queue, the study measures the cou
 between the fewest workers measured *sufficient* (within :data:`SUFFICIENT` of the fastest
 count measured) and the most measured *insufficient* below them, until the two lie within
 :data:`GAP` of each other (and :data:`MIN_GAP` workers). Between 16 and 32 that is 24, then
-20 or 28: the smallest sufficient count within an eighth in two or three trials. The verdict
-then measures the fastest settings again and picks the cheapest within noise.
+20 or 28: the smallest sufficient count within a quarter in one or two trials. No finer:
+each count measured just short of enough is a cheaper setting nearly as fast, which a noisy
+verdict may take for as fast, and a quarter is well within the factor of two the doubling
+path leaves. The verdict then measures the fastest settings again and picks among them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 # A count within this of the fastest count measured suffices: one search trial on a shared
 # machine scatters by about as much (the pruner's tolerance), and the verdict settles the rest.
 SUFFICIENT = 0.05
-GAP = 0.125  # bisect while the sufficient count and the one below differ by more than this
+GAP = 0.25  # bisect while the sufficient count and the one below differ by more than this
 MIN_GAP = 2  # ... and by more than this many workers: a small range is sampled or walked
 
 

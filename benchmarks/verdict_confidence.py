@@ -1,7 +1,7 @@
 """How often the verdict's confidence label is wrong, on simulated verdicts with known answers.
 
 No timing: each verdict is drawn from a regime (drift, noise, other work) and run through the
-real recommend / still_open / assess code (see ``tests/verdict_sim.py``). Prints, per regime,
+real recommend / next_round / assess code (see ``tests/verdict_sim.py``). Prints, per regime,
 how the labels fall, how many wrong picks (more than 5% slower than the true best) got
 each label, how many measurements a verdict took and how much slower than the true best its
 pick was on average. The target: no wrong pick labelled ``high``.

@@ -108,3 +108,20 @@ def test_a_server_killed_mid_sweep_ends_it_fast_and_a_rerun_fills_mlflow(tmp_pat
         if trial.value is not None:
             assert run.data.metrics["time_per_sample_ms"] == pytest.approx(trial.value)
     assert all(r.info.status != "RUNNING" for r in runs)
+
+
+def test_only_a_server_can_be_lost(tmp_path: Path) -> None:
+    """A failed write to a local SQLite store is the disk's or the file's, never a lost
+    server (a full disk mid-sweep once ended with 'the MLflow tracking server sqlite:///...
+    stopped answering'); a dead port is a lost server."""
+    from hydra_plugins.loadertune_sweeper.record._server_loss import server_gone
+    from loadertune.result_stores import StoreUnavailable, check_tracking_server
+
+    unwritable = tmp_path / "a-file"
+    unwritable.write_text("not a folder")  # no folder can be made under it, root or not
+    uri = f"sqlite:///{unwritable / 'sub' / 'mlflow.db'}"
+    with pytest.raises(StoreUnavailable):
+        check_tracking_server(uri)  # the start-up check refuses it...
+    assert server_gone(uri) is None  # ...but a write failing there is no server lost
+    why = server_gone(f"http://127.0.0.1:{free_port()}")
+    assert why is not None and why

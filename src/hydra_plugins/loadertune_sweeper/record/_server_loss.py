@@ -35,7 +35,11 @@ def lost_message(uri: str, why: str) -> str:
 
 
 def server_gone(uri: str) -> str | None:
-    """Why ``uri``'s server no longer answers (None: it answers, or is no server)."""
+    """Why ``uri``'s server no longer answers (None: it answers, or is no server). A local
+    store (a SQLite file) has no server to lose: its failed write is the disk's or the
+    file's, said as such where the sweep ends (a full disk: one line of its own)."""
+    if not uri.lower().startswith(("http://", "https://")):
+        return None
     try:
         check_tracking_server(uri)
     except StoreUnavailable as exc:

@@ -14,12 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from loadertune import resolvers
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus, status_of
 from loadertune.exported import output_root_of
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
-    from loadertune.exit_status import ExitStatus
-    from loadertune.failures import Reason
     from loadertune.result import TrialResult
 
 resolvers.register()
@@ -71,7 +70,6 @@ def run_from_hydra(cfg: DictConfig) -> float:
 def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
     """Check, take the host's timing lock, run the trial; one line and its status if not."""
     from loadertune.config import to_run_config
-    from loadertune.exit_status import ExitStatus
     from loadertune.failures import InfeasibleSetting, TrialFailure
     from loadertune.host_lock import HostBusy, timing_lock
     from loadertune.report import step_progress
@@ -89,27 +87,18 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
         return config, result
     except (ConfigError, InfeasibleSetting, HostBusy, StoreUnavailable) as exc:
         print(f"loadertune: error: {exc}", file=sys.stderr)
-        status = {HostBusy: ExitStatus.BUSY, StoreUnavailable: ExitStatus.INFRASTRUCTURE}
-        sys.exit(status.get(type(exc), ExitStatus.BAD_INPUT))
+        sys.exit(status_of(exc))
     except TrialFailure as exc:  # a guard stopped it, or a rank failed: its text, one line
         first, *printed = exc.message.splitlines()
         if printed:
             print("\n".join(printed), file=sys.stderr)
         print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
-        sys.exit(_failed_status(exc.reason))
-    except KeyboardInterrupt:
+        sys.exit(status_of(exc))
+    except KeyboardInterrupt as exc:
         print("loadertune: interrupted: the trial stopped before its figure", file=sys.stderr)
-        sys.exit(ExitStatus.INTERRUPTED)
+        sys.exit(status_of(exc))
     except Exception as exc:  # the dataset (or a worker) raised: the user's frames, one line
         _report_raised(exc)
-
-
-def _failed_status(reason: Reason) -> ExitStatus:
-    """A bug in the user's code (the dataset, the step) is 4, as a sweep it stops; else 3."""
-    from loadertune.exit_status import ExitStatus
-    from loadertune.failures import USER_BUGS
-
-    return ExitStatus.DATASET_BUG if reason in USER_BUGS else ExitStatus.NO_RESULT
 
 
 def _report_raised(exc: Exception) -> NoReturn:
@@ -117,7 +106,7 @@ def _report_raised(exc: Exception) -> NoReturn:
     line with the reason (:func:`loadertune.failures.classify`), where and the fix."""
     import traceback
 
-    from loadertune.failures import REASONS, USER_BUGS, classify, error_signature
+    from loadertune.failures import REASONS, USER_BUGS, classify, error_signature, failed_status
 
     text = "".join(traceback.format_exception(exc))
     reason = classify(type(exc).__name__, text)
@@ -137,7 +126,7 @@ def _report_raised(exc: Exception) -> NoReturn:
         f"loadertune: error: trial failed ({reason}): {error_signature(text)}: {said}{fix}",
         file=sys.stderr,
     )
-    sys.exit(_failed_status(reason))
+    sys.exit(failed_status(reason))
 
 
 def _ours(filename: str) -> bool:
@@ -216,7 +205,6 @@ def main() -> NoReturn:
     """Console-script entry point: the output root checked first, since Hydra writes there
     before anything else runs (a read-only or full disk: one line, exit status 5); the end
     without Python's module teardown (:mod:`loadertune.process_end`)."""
-    from loadertune.exit_status import ExitStatus
     from loadertune.result_stores import StoreUnavailable, check_writable
 
     sys.argv = sweeper_shortcuts(sys.argv)
@@ -226,7 +214,7 @@ def main() -> NoReturn:
             check_writable(output_root_of(sys.argv[1:]))
         except StoreUnavailable as exc:
             print(f"loadertune: error: {exc}", file=sys.stderr)
-            sys.exit(ExitStatus.INFRASTRUCTURE)
+            sys.exit(status_of(exc))
     from loadertune._hydra_private import composition_errors
     from loadertune.process_end import end
 
@@ -240,7 +228,6 @@ def main() -> NoReturn:
 
 def _refuse_override(exc: Exception) -> NoReturn:
     """An override Hydra cannot apply: one line naming it and the fix, exit status 2."""
-    from loadertune.exit_status import ExitStatus
 
     print(f"loadertune: error: {override_problem(exc)}", file=sys.stderr)
     sys.exit(ExitStatus.BAD_INPUT)
@@ -285,7 +272,6 @@ def override_problem(exc: Exception) -> str:
 def check_loader_option(argv: list[str]) -> None:
     """``loader=<exported option>`` that is missing or broken: one line, exit status 2, before
     Hydra composes (:func:`loadertune.exported.check_loader_choice`)."""
-    from loadertune.exit_status import ExitStatus
     from loadertune.exported import check_loader_choice
 
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loadertune.exit_status import ExitStatus
+
 
 class ConfigError(ValueError):
     """A config value that cannot work, named by its full key, with the fix.
@@ -9,6 +11,8 @@ class ConfigError(ValueError):
     The message reads like ``loader.prefetch_factor=4: needs loader.num_workers > 0. Fix: ...``
     so the command line can print it as one line and exit non-zero before any worker starts.
     """
+
+    exit_status = ExitStatus.BAD_INPUT
 
     def __init__(self, key: str, value: object, problem: str, fix: str) -> None:
         self.key = key

@@ -29,3 +29,19 @@ class ExitStatus(IntEnum):
     """Another timing process holds this host (``EX_TEMPFAIL``: try again later)."""
     INTERRUPTED = 130
     """Ctrl-C (or SIGINT): every finished trial is recorded; run the command again to resume."""
+
+
+def status_of(exc: BaseException, default: ExitStatus = ExitStatus.NO_RESULT) -> ExitStatus:
+    """The status an error ends a command with, whichever command (a trial, a sweep, the
+    fan-out over hosts): the error's own (``exit_status``: each error a command ends on
+    says its status, :class:`loadertune.errors.ConfigError` ``BAD_INPUT``,
+    ``HostBusy`` ``BUSY``, ``StoreUnavailable`` ``INFRASTRUCTURE``, a failed trial by its
+    reason), Ctrl-C's, the status a ``SystemExit`` carries (a sweep worker's), else
+    ``default``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitStatus.INTERRUPTED
+    if isinstance(exc, SystemExit):
+        known = {int(s) for s in ExitStatus}
+        return ExitStatus(exc.code) if isinstance(exc.code, int) and exc.code in known else default
+    own = getattr(exc, "exit_status", None)
+    return own if isinstance(own, ExitStatus) else default

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from loadertune.exit_status import ExitStatus
+
 
 class Reason(str, Enum):
     """Why a trial failed: a ``str`` equal to its value, the word stored in Optuna and MLflow.
@@ -208,6 +210,17 @@ class TrialFailure(RuntimeError):
         self.message = message
         super().__init__(f"[{reason}] {message}")
 
+    @property
+    def exit_status(self) -> ExitStatus:
+        """How a command that ends on it exits (:func:`failed_status`)."""
+        return failed_status(self.reason)
+
+
+def failed_status(reason: Reason) -> ExitStatus:
+    """A failed trial's exit status: a bug in the user's code (the dataset, the step) is
+    ``DATASET_BUG``, as a sweep it stops; anything else ``NO_RESULT``."""
+    return ExitStatus.DATASET_BUG if reason in USER_BUGS else ExitStatus.NO_RESULT
+
 
 class StepError(TrialFailure):
     """The training step raised: the user's model or step, not the dataset or a setting.
@@ -232,3 +245,5 @@ class StepError(TrialFailure):
 
 class InfeasibleSetting(TrialFailure):
     """A setting predicted to break a resource guard; raised before any worker starts."""
+
+    exit_status = ExitStatus.BAD_INPUT  # refused before anything runs, as bad input is

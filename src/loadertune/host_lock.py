@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
 from loadertune.result_stores import StoreUnavailable, write_text_atomically
 
 MODES = ("wait", "refuse", "off")
@@ -36,6 +37,8 @@ POLL_S = 1.0
 
 class HostBusy(Exception):
     """Another timing process holds this host's lock (``refuse``)."""
+
+    exit_status = ExitStatus.BUSY
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus
 from loadertune.mlflow_store import open_store
 
 REACH_TIMEOUT_S = 5.0
@@ -33,6 +34,8 @@ BOUNDED_RETRIES = {  # MLflow's HTTP client: about 4 minutes of retries a reques
 
 class StoreUnavailable(Exception):
     """A store or the disk cannot take the results; the message names it and the fix."""
+
+    exit_status = ExitStatus.INFRASTRUCTURE
 
 
 MLFLOW_SCHEMES = frozenset(

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.exit_status import ExitStatus, status_of
 from loadertune.failures import USER_BUGS, Reason
 from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
@@ -120,12 +120,10 @@ class SweepEngine:
         try:
             with timing_lock(f"a sweep of study '{plan.study_name}'", self.lock_mode):
                 ending = self._run(plan, study, sampler)
-        except HostBusy as exc:
-            fail(str(exc), ExitStatus.BUSY)
-        except KeyboardInterrupt:  # Ctrl-C while waiting for the lock: nothing ran
-            ending = ExitStatus.INTERRUPTED
-        except StoreUnavailable as exc:  # a tracking server or the study's file lost mid-sweep
-            fail(str(exc), INFRA)
+        except (HostBusy, StoreUnavailable) as exc:  # a store lost mid-sweep: a server, a file
+            fail(str(exc), status_of(exc))
+        except KeyboardInterrupt as exc:  # Ctrl-C while waiting for the lock: nothing ran
+            ending = status_of(exc)
         except Exception as exc:  # a full disk, a failed study database: one line; what was
             if is_disk_full(exc):  # recorded stays
                 out = plan.base.paths.output_root

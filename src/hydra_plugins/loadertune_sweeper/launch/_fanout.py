@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from loadertune._hydra_private import BASIC_LAUNCHER as BASIC
 from loadertune._hydra_private import job_error
 from loadertune.errors import ConfigError
+from loadertune.exit_status import ExitStatus, status_of
 
 from .._keys import Recommended, Results, TrialAttr
 
@@ -170,7 +171,7 @@ def fan_out(
         returns = launcher.launch(jobs, initial_job_idx=0)
     except Exception as exc:  # a job that died without a result (node failure, scancel)
         print(f"loadertune: error: a sweep worker job failed: {_first_line(exc)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(status_of(exc, ExitStatus.INFRASTRUCTURE))
     summarise(returns, sweep_dir)
 
 
@@ -180,12 +181,13 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
 
     from ..record._mlflow_runs import results_yaml, write_results
 
-    failed = 0
+    failed: list[ExitStatus] = []
     studies: dict[tuple[str, str], dict[str, Any]] = {}
     for k, ret in enumerate(returns):
         if ret.status != JobStatus.COMPLETED:  # reading return_value would re-raise
-            failed += 1
-            print(f"worker{k}: FAILED: {_first_line(job_error(ret))}", file=sys.stderr)
+            error = job_error(ret)
+            failed.append(status_of(error, ExitStatus.INFRASTRUCTURE))
+            print(f"worker{k}: FAILED: {_first_line(error)}", file=sys.stderr)
             continue
         info = ret.return_value
         verdicts = studies.setdefault((info["study_name"], info["storage"]), {})
@@ -208,8 +210,8 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
             f"(#{results.get('best_trial_number')}) {results.get('best_params')}"
         )
         print(f"study {name}: {line}")
-    if failed:
-        sys.exit(1)
+    if failed:  # the first failed worker's status (a worker's own sweep exits with its own)
+        sys.exit(failed[0])
 
 
 def joint_recommendation(verdicts: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.exit_status import status_of
 
 from ..plan._settings_checks import sweep_settings
 from . import _fanout
@@ -34,7 +34,7 @@ def start(
         _fanout.check_scale_out(settings, config)
     except ConfigError as exc:
         print(f"loadertune: error: {exc}", file=sys.stderr)
-        sys.exit(ExitStatus.BAD_INPUT)
+        sys.exit(status_of(exc))
     if _fanout.wanted(settings, config):
         _fanout.fan_out(settings, hydra_context, task_function, config, arguments)
         return

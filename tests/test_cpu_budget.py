@@ -359,3 +359,10 @@ def test_a_trial_in_a_cgroup_records_its_quota(one_cpu_cgroup: Path, tmp_path: P
         "1",
         _expected_inside(),
     )
+
+
+def test_local_world_size_inside_a_process_group_defaults_to_the_caller() -> None:
+    """AutoLoader's ranks without a launcher's LOCAL_WORLD_SIZE are all on one node."""
+    assert machine.local_world_size({}, otherwise=4) == 4
+    assert machine.local_world_size({"LOCAL_WORLD_SIZE": "2"}, otherwise=4) == 2
+    assert machine.local_world_size({"LOCAL_WORLD_SIZE": "x"}, otherwise=4) == 4

@@ -68,10 +68,11 @@ def cpus_per_rank(nproc_per_node: int, cpus: int | None = None) -> int:
     return max(1, total // max(nproc_per_node, 1))
 
 
-def local_world_size(env: Mapping[str, str] | None = None) -> int:
-    """Ranks on this node as the launcher says (torchrun's ``LOCAL_WORLD_SIZE``), else 1."""
+def local_world_size(env: Mapping[str, str] | None = None, otherwise: int = 1) -> int:
+    """Ranks on this node as the launcher says (torchrun's ``LOCAL_WORLD_SIZE``), else
+    ``otherwise`` (1: no launcher; inside a process group its caller may know better)."""
     value = (os.environ if env is None else env).get("LOCAL_WORLD_SIZE", "")
-    return max(1, int(value)) if value.strip().isdigit() else 1
+    return max(1, int(value)) if value.strip().isdigit() else otherwise
 
 
 def slurm_cpus(env: Mapping[str, str]) -> int | None:

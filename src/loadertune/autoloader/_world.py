@@ -10,9 +10,10 @@ rank reaches in step (a tuning step, a segment's end, settling).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from loadertune.machine import local_world_size
 
 T = TypeVar("T")
 
@@ -55,7 +56,7 @@ class Ranks(World):
         import torch.distributed as dist
 
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
-        self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE") or self.size)
+        self.local_size = local_world_size(otherwise=self.size)  # no launcher: one node
         nccl = dist.get_backend() == "nccl"  # its collectives take tensors on the rank's GPU
         self._device = torch.device("cuda", torch.cuda.current_device()) if nccl else None
 

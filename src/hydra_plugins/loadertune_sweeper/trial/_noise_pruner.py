@@ -22,11 +22,13 @@ from optuna.trial import FrozenTrial, TrialState
 from loadertune.paired_stats import median_interval
 
 from .._keys import TrialAttr
+from .._optuna_schemas import IntervalPrunerConfig
 
 if TYPE_CHECKING:
     from loadertune.timing import StepRecord
 
 MIN_BLOCK_STEPS = 2  # a block is at least this many steps, and whole arrival cycles
+_DEFAULT = IntervalPrunerConfig()  # the defaults are the config schema's, written there once
 
 
 def block_ms(steps: Sequence[StepRecord], num_workers: int, report_every: int) -> list[float]:
@@ -65,9 +67,9 @@ class IntervalPruner(BasePruner):
 
     def __init__(
         self,
-        tolerance: float = 0.05,
-        n_startup_trials: int = 3,
-        n_warmup_steps: int = 10,
+        tolerance: float = _DEFAULT.tolerance,
+        n_startup_trials: int = _DEFAULT.n_startup_trials,
+        n_warmup_steps: int = _DEFAULT.n_warmup_steps,
         min_blocks: int = 3,
     ) -> None:
         if tolerance < 0 or n_startup_trials < 1 or n_warmup_steps < 0 or min_blocks < 3:

@@ -141,14 +141,13 @@ class VerdictRun:
             repeats=repeats,
         )
         text += _text.rounds_line(rounds, repeats, cands, pricing.spent_s, self.train_hours)
-        config = self.config_of(rec.chosen.trial.user_attrs["overrides"])
+        config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])
         ranks = config.trial.nproc_per_node
         if ranks > 1:  # the workers named are each rank's
             head, _, rest = text.partition("\n")
             text = f"{head}\n\n{_text.per_rank_line(rec.chosen.workers, ranks)}\n{rest}"
         sweep_dir = self.plan.sweep_dir
         write_text_atomically(sweep_dir / "verdict.md", text)
-        config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])
         loader_file, settings = export(self.plan, rec, assurance, config)
         verdict_figure(self.study, cands, guess, sweep_dir / "verdict.png", rec.chosen)
         return Verdict(rec, cands, assurance, text, loader_file, settings, rounds)

@@ -6,16 +6,42 @@ objective (time per sample in ms) for a sweeper.
 
 from __future__ import annotations
 
+import difflib
 import sys
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
+from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-from loadertune import resolvers
+from loadertune import channel, resolvers
+from loadertune._hydra_private import composition_errors
+from loadertune.channel import MessageKind
+from loadertune.config import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus, status_of
-from loadertune.exported import output_root_of
+from loadertune.exported import check_loader_choice, output_root_of
+from loadertune.failures import (
+    REASONS,
+    USER_BUGS,
+    InfeasibleSetting,
+    Reason,
+    TrialFailure,
+    classify,
+    error_signature,
+    failed_status,
+)
+from loadertune.host_lock import HostBusy, timing_lock
+from loadertune.precision import too_short
+from loadertune.process_end import end
+from loadertune.report import print_summary, step_progress
+from loadertune.result_stores import StoreUnavailable, check_tracking_server, check_writable
+from loadertune.tracking import artifact_root, log_trial, mlflow_run, tracking_uri, ui_hint
+from loadertune.trial import run_trial
+from loadertune.validation import validate
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
@@ -31,11 +57,6 @@ def run_from_hydra(cfg: DictConfig) -> float:
     records it (see :mod:`loadertune.channel`). On its own, anything that stops it ends in
     one line and an exit status (:mod:`loadertune.exit_status`).
     """
-    from loadertune import channel
-    from loadertune.channel import MessageKind
-    from loadertune.config import to_run_config
-    from loadertune.report import print_summary
-    from loadertune.trial import run_trial
 
     link = channel.current()
     if link is not None:
@@ -47,14 +68,6 @@ def run_from_hydra(cfg: DictConfig) -> float:
     config, result = _measure_here(cfg)
     print_summary(config, result)
     if config.tracking.enabled:
-        from loadertune.tracking import (
-            artifact_root,
-            log_trial,
-            mlflow_run,
-            tracking_uri,
-            ui_hint,
-        )
-
         resolved = OmegaConf.to_yaml(cfg, resolve=True)
         out = config.paths.output_root
         with mlflow_run(config.tracking, out) as run:
@@ -69,13 +82,6 @@ def run_from_hydra(cfg: DictConfig) -> float:
 
 def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
     """Check, take the host's timing lock, run the trial; one line and its status if not."""
-    from loadertune.config import to_run_config
-    from loadertune.failures import InfeasibleSetting, TrialFailure
-    from loadertune.host_lock import HostBusy, timing_lock
-    from loadertune.report import step_progress
-    from loadertune.result_stores import StoreUnavailable
-    from loadertune.trial import run_trial
-    from loadertune.validation import validate
 
     try:
         config = to_run_config(cfg)
@@ -104,9 +110,6 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
 def _report_raised(exc: Exception) -> NoReturn:
     """A trial that raised: its traceback without loadertune's and Hydra's frames, then one
     line with the reason (:func:`loadertune.failures.classify`), where and the fix."""
-    import traceback
-
-    from loadertune.failures import REASONS, USER_BUGS, classify, error_signature, failed_status
 
     text = "".join(traceback.format_exception(exc))
     reason = classify(type(exc).__name__, text)
@@ -131,19 +134,13 @@ def _report_raised(exc: Exception) -> NoReturn:
 
 def _ours(filename: str) -> bool:
     """A frame of loadertune or Hydra, which the user's traceback leaves out."""
-    from pathlib import Path
-
-    import hydra as hydra_package
-
-    homes = (Path(__file__).parent, Path(hydra_package.__file__).parent)
+    homes = (Path(__file__).parent, Path(hydra.__file__).parent)
     return any(Path(filename).is_relative_to(home) for home in homes)
 
 
 def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:
     """A window the time limit cut below the steps a rate needs is a failed trial, not a
     figure (:func:`loadertune.precision.too_short`)."""
-    from loadertune.failures import Reason, TrialFailure
-    from loadertune.precision import too_short
 
     why = too_short(len(result.steps), config.trial.time_limit_s) if result.truncated else None
     if why:
@@ -152,9 +149,6 @@ def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:
 
 def _check_stores(config: RunConfig) -> None:
     """The output root writable, the tracking server answering: before the trial runs."""
-    from loadertune.result_stores import check_tracking_server, check_writable
-    from loadertune.tracking import tracking_uri
-
     check_writable(config.paths.output_root)
     if config.tracking.enabled:
         check_tracking_server(tracking_uri(config.tracking, config.paths.output_root))
@@ -205,7 +199,6 @@ def main() -> NoReturn:
     """Console-script entry point: the output root checked first, since Hydra writes there
     before anything else runs (a read-only or full disk: one line, exit status 5); the end
     without Python's module teardown (:mod:`loadertune.process_end`)."""
-    from loadertune.result_stores import StoreUnavailable, check_writable
 
     sys.argv = sweeper_shortcuts(sys.argv)
     check_loader_option(sys.argv[1:])
@@ -215,8 +208,6 @@ def main() -> NoReturn:
         except StoreUnavailable as exc:
             print(f"loadertune: error: {exc}", file=sys.stderr)
             sys.exit(status_of(exc))
-    from loadertune._hydra_private import composition_errors
-    from loadertune.process_end import end
 
     try:
         with composition_errors(_refuse_override):
@@ -240,10 +231,6 @@ def override_problem(exc: Exception) -> str:
     option that does not exist (``dataset=bogus``) the options there are; anything else
     Hydra's own words, on one line.
     """
-    import difflib
-
-    from hydra.errors import MissingConfigException
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     cause = exc.__cause__
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -272,7 +259,6 @@ def override_problem(exc: Exception) -> str:
 def check_loader_option(argv: list[str]) -> None:
     """``loader=<exported option>`` that is missing or broken: one line, exit status 2, before
     Hydra composes (:func:`loadertune.exported.check_loader_choice`)."""
-    from loadertune.exported import check_loader_choice
 
     try:
         check_loader_choice(argv)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -16,8 +15,9 @@ import pytest
 from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
-from tests.conftest import FIXTURES, ROOT, with_tiny
-from tests.test_sweep import NAMED, finished, mlflow_runs, study_at, sweep
+from tests._cli import run_cli
+from tests.conftest import ROOT, with_tiny
+from tests.test_sweep import NAMED, Swept, finished, mlflow_runs, study_at, sweep
 from tests.test_trial_guards import _loadertune
 from tests.test_worker_tether import _zombie
 
@@ -39,18 +39,8 @@ def _rank_metrics_recorded(run: object) -> None:
 
 
 def test_a_single_two_rank_trial_is_recorded_with_each_rank(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
     overrides = ["model=simulated", "model.step_ms=2", "loader.num_workers=1", TWO]
-    proc = subprocess.run(
-        [script, f"paths.output_root={tmp_path}", *with_tiny(overrides)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    proc = run_cli(tmp_path, f"paths.output_root={tmp_path}", *with_tiny(overrides))
     assert proc.returncode == 0, proc.stderr
     from mlflow import MlflowClient
 
@@ -61,14 +51,24 @@ def test_a_single_two_rank_trial_is_recorded_with_each_rank(tmp_path: Path) -> N
     _rank_metrics_recorded(run)
 
 
-def test_a_two_rank_sweep_records_each_rank_of_every_trial(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def two_rank_sweep(tmp_path_factory: pytest.TempPathFactory) -> Swept:
+    """Two settings (0 and 1 workers) of two ranks each, then a verdict of two rounds."""
+    out = tmp_path_factory.mktemp("two_rank_sweep")
     proc = sweep(
-        tmp_path,
+        out,
         *NAMED,
         TWO,
         "hydra.sweeper.n_trials=2",
         "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
+        "hydra.sweeper.verdict_repeats=2",
+        verdict=True,
     )
+    return Swept(out, proc)
+
+
+def test_a_two_rank_sweep_records_each_rank_of_every_trial(two_rank_sweep: Swept) -> None:
+    tmp_path, proc = two_rank_sweep.out, two_rank_sweep.proc
     assert proc.returncode == 0, proc.stderr
     trials = finished(tmp_path)  # enqueued baselines may still be waiting
     assert len(trials) == 2
@@ -89,26 +89,19 @@ def test_torchrun_trains_on_settings_tuned_for_two_ranks(tmp_path: Path) -> None
     (group / "best.yaml").write_text(
         "# tuned for 2 ranks\nbatch_size: 4\nnum_workers: 1\nshuffle: true\nnproc_per_node: 2\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     overrides = [o for o in with_tiny(["model=simulated", "model.step_ms=2"]) if "loader." not in o]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node=2",
-            f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in /tmp
-            str(ROOT / "scripts" / "train.py"),
-            "loader=best",
-            f"paths.output_root={tmp_path / 'outputs'}",
-            "+train.epochs=2",
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=tmp_path,
+    proc = run_cli(
+        tmp_path,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=2",
+        f"--log-dir={tmp_path / 'torchrun'}",  # not a torchelastic_* folder left in /tmp
+        str(ROOT / "scripts" / "train.py"),
+        "loader=best",
+        f"paths.output_root={tmp_path / 'outputs'}",
+        "+train.epochs=2",
+        *overrides,
+        command=[sys.executable],
     )
     assert proc.returncode == 0, proc.stderr
     # 48 images over 2 ranks, batches of 4: each rank trains 24 an epoch; rank 0 reports.
@@ -123,16 +116,8 @@ def test_torchrun_trains_on_settings_tuned_for_two_ranks(tmp_path: Path) -> None
     assert run.data.params["loader.num_workers"] == "1"
 
 
-def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(tmp_path: Path) -> None:
-    proc = sweep(
-        tmp_path,
-        *NAMED,
-        TWO,
-        "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.params.loader.num_workers=int(interval(0,1))",
-        "hydra.sweeper.verdict_repeats=2",
-        verdict=True,
-    )
+def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(two_rank_sweep: Swept) -> None:
+    tmp_path, proc = two_rank_sweep.out, two_rank_sweep.proc
     assert proc.returncode == 0, proc.stderr
     (verdict,) = (tmp_path / "multirun").glob("*/*/verdict.md")
     assert "Per rank: num_workers=" in verdict.read_text()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from loadertune import run_trial
 from loadertune.config import to_run_config
-from tests.conftest import FIXTURES, with_tiny
+from tests._cli import run_cli, sweep_args
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +30,7 @@ def sweep(out: Path, *overrides: str, verdict: bool = False) -> subprocess.Compl
     """
     if not verdict:
         overrides = ("hydra.sweeper.verdict_repeats=0", *overrides)
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    return subprocess.run(
-        [script, "-m", f"paths.output_root={out}", *with_tiny(overrides)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=out,
-    )
+    return run_cli(out, *sweep_args(out, *overrides))
 
 
 def study_at(out: Path, name: str = "s") -> optuna.Study:
@@ -82,16 +72,35 @@ SLOW_READS = [
 ]
 
 
-def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
+@dataclass
+class Swept:
+    """A finished sweep shared by the tests that read it: where it wrote, what it printed."""
+
+    out: Path
+    proc: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def three_with_a_repeat(tmp_path_factory: pytest.TempPathFactory) -> Swept:
+    """Three settings measured over 0..2 workers, the first two queued trials one setting
+    (0 workers, prefetch_factor 4 and 8: the second is answered, not measured)."""
+    out = tmp_path_factory.mktemp("three_with_a_repeat")
+    study = optuna.create_study(storage=f"sqlite:///{out / 'optuna.db'}", study_name="s")
+    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 4})
+    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 8})
     proc = sweep(
-        tmp_path,
+        out,
         *NAMED,
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.params.loader.num_workers=int(interval(0,2))",
     )
+    return Swept(out, proc)
+
+
+def test_sweep_records_agree_trial_by_trial(three_with_a_repeat: Swept) -> None:
+    tmp_path, proc = three_with_a_repeat.out, three_with_a_repeat.proc
     assert proc.returncode == 0, proc.stderr
     assert "trials, fastest first" in proc.stdout
-    assert "A new study created" not in proc.stderr  # Optuna's INFO log is kept quiet
     (sweep_dir,) = (tmp_path / "multirun").glob("*/*")
     results = (sweep_dir / "optimization_results.yaml").read_text()
     assert "best_params:" in results
@@ -124,28 +133,71 @@ def test_sweep_records_agree_trial_by_trial(tmp_path: Path) -> None:
     assert {p.name for p in sweep_dir.iterdir() if p.is_dir()} == {str(t.number) for t in measured}
 
 
-def test_running_again_continues_the_study(tmp_path: Path) -> None:
-    args = [*NAMED, "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler=random"]
-    assert sweep(tmp_path, *args).returncode == 0
-    second = sweep(tmp_path, *args)
+def test_same_effective_settings_are_not_measured_again(three_with_a_repeat: Swept) -> None:
+    tmp_path, proc = three_with_a_repeat.out, three_with_a_repeat.proc
+    assert proc.returncode == 0, proc.stderr
+    trials = study_at(tmp_path).trials
+    first, second = trials[:2]
+    assert first.params == second.params == {"loader.num_workers": 0}
+    assert second.user_attrs["repeat_of"] == first.number
+    assert second.value == first.value
+    # A repeat is answered, not measured: it does not use up one of the n_trials (3).
+    assert sum(t.user_attrs.get("repeat_of") is None for t in trials) == 3
+    # One child run per measurement: the repeat is counted on the parent run instead.
+    parents, children, _ = mlflow_runs(tmp_path)
+    numbers = sorted(int(c.data.tags["optuna.trial_number"]) for c in children)
+    assert numbers == [t.number for t in trials if "repeat_of" not in t.user_attrs]
+    repeats = sum("repeat_of" in t.user_attrs for t in trials)
+    assert parents[0].data.metrics["repeats_answered"] == repeats >= 1
+
+
+@dataclass
+class Continued:
+    """A study swept twice with the same command, as the second sweep left it."""
+
+    out: Path
+    first: subprocess.CompletedProcess[str]
+    second: subprocess.CompletedProcess[str]
+    measured: list[int]  # the numbers of the trials measured (not answered as repeats)
+    parents: int  # sweep parent runs in MLflow
+    children: list[int]  # the trial numbers of the trial child runs
+
+
+CONTINUED = [*NAMED, "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler=random"]
+
+
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    out = tmp_path_factory.mktemp("continued")
+    first = sweep(out, *CONTINUED)
+    second = sweep(out, *CONTINUED)
+    measured = [t.number for t in finished(out) if "repeat_of" not in t.user_attrs]
+    parents, children, _ = mlflow_runs(out)
+    numbers = sorted(int(c.data.tags["optuna.trial_number"]) for c in children)
+    return Continued(out, first, second, measured, len(parents), numbers)
+
+
+def test_running_again_continues_the_study(continued: Continued) -> None:
+    assert continued.first.returncode == 0, continued.first.stderr
+    assert "A new study created" not in continued.first.stderr  # Optuna's INFO log is quiet
+    second = continued.second
     assert second.returncode == 0, second.stderr
     assert "2 earlier trials" in second.stdout  # measured ones
     # n_trials counts measurements: a random proposal of a setting already measured is
     # answered from it (a repeat, no child run) and does not use one up.
-    measured = [t for t in finished(tmp_path) if "repeat_of" not in t.user_attrs]
-    assert len(measured) == 4
-    parents, children, _ = mlflow_runs(tmp_path)
-    assert len(parents) == 2
-    assert sorted(int(c.data.tags["optuna.trial_number"]) for c in children) == [
-        t.number for t in measured
-    ]
+    assert len(continued.measured) == 4
+    assert continued.parents == 2
+    assert continued.children == continued.measured
 
 
-def test_max_trials_total_caps_the_study(tmp_path: Path) -> None:
-    args = [*NAMED, "hydra.sweeper.n_trials=2", "hydra.sweeper.max_trials_total=3"]
-    assert sweep(tmp_path, *args).returncode == 0
-    assert sweep(tmp_path, *args).returncode == 0
-    assert len(finished(tmp_path)) == 3
+def test_max_trials_total_caps_the_study(continued: Continued) -> None:
+    """A third sweep of the continued study (4 measured) with room for 2 more, capped at 5."""
+    out = continued.out
+    capped = sweep(out, *CONTINUED, "hydra.sweeper.max_trials_total=5")
+    assert capped.returncode == 0, capped.stderr
+    assert "4 earlier trials; running 1 now" in capped.stdout
+    measured = [t for t in finished(out) if "repeat_of" not in t.user_attrs]
+    assert len(measured) == 5
 
 
 def test_grid_covers_a_small_grid_exactly_once(tmp_path: Path) -> None:
@@ -161,28 +213,6 @@ def test_grid_covers_a_small_grid_exactly_once(tmp_path: Path) -> None:
     assert "the grid is covered" in proc.stdout
     trials = study_at(tmp_path).trials
     assert sorted(t.params["loader.num_workers"] for t in trials) == [0, 1, 2]
-
-
-def test_same_effective_settings_are_not_measured_again(tmp_path: Path) -> None:
-    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = optuna.create_study(storage=storage, study_name="s")
-    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 4})
-    study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 8})
-    proc = sweep(tmp_path, *NAMED, "hydra.sweeper.n_trials=2")
-    assert proc.returncode == 0, proc.stderr
-    trials = study_at(tmp_path).trials
-    first, second = trials[:2]
-    assert first.params == second.params == {"loader.num_workers": 0}
-    assert second.user_attrs["repeat_of"] == first.number
-    assert second.value == first.value
-    # A repeat is answered, not measured: it does not use up one of the n_trials.
-    assert sum(t.user_attrs.get("repeat_of") is None for t in trials) == 2
-    # One child run per measurement: the repeat is counted on the parent run instead.
-    parents, children, _ = mlflow_runs(tmp_path)
-    numbers = sorted(int(c.data.tags["optuna.trial_number"]) for c in children)
-    assert numbers == [t.number for t in trials if "repeat_of" not in t.user_attrs]
-    repeats = sum("repeat_of" in t.user_attrs for t in trials)
-    assert parents[0].data.metrics["repeats_answered"] == repeats >= 1
 
 
 def test_hopeless_trial_is_pruned_with_the_steps_it_ran(tmp_path: Path) -> None:

@@ -6,9 +6,7 @@ output root, so a test can list what the sweep left in the working directory.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import optuna
 from omegaconf import OmegaConf
 
-from tests.conftest import FIXTURES, with_tiny
+from tests._cli import run_cli, sweep_args
 
 OVERRIDES = [
     "hydra.sweeper.study_name=s",
@@ -59,17 +57,7 @@ def reviewed_sweep(root: Path) -> ReviewedSweep:
     study = optuna.create_study(storage=storage, study_name="s")
     study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 4})
     study.enqueue_trial({"loader.num_workers": 0, "loader.prefetch_factor": 8})  # a repeat
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    proc = subprocess.run(
-        [script, "-m", f"paths.output_root={out}", *with_tiny(OVERRIDES)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=cwd,
-    )
+    proc = run_cli(cwd, *sweep_args(out, *OVERRIDES))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (sweep_dir,) = (out / "multirun").glob("*/*")
     data = OmegaConf.to_container(OmegaConf.load(sweep_dir / "optimization_results.yaml"))

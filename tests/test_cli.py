@@ -14,7 +14,8 @@ import pytest
 from loadertune.diagnosis import COMPUTE_BOUND, WAIT_LOW, diagnose
 from loadertune.machine import cpu_budget
 from loadertune.precision import MAX_STEPS_FACTOR
-from tests.conftest import FIXTURES, with_tiny
+from tests._cli import SCRIPT, run_cli
+from tests.conftest import with_tiny
 
 pytestmark = pytest.mark.slow
 
@@ -34,21 +35,9 @@ METRICS = {
 def loadertune(
     out: Path, *overrides: str, module: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    cmd = [sys.executable, "-m", "loadertune"] if module else [_script()]
-    return subprocess.run(
-        [*cmd, f"paths.output_root={out}", *with_tiny(overrides)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=out,
-    )
-
-
-def _script() -> str:
-    return str(Path(sys.executable).with_name("loadertune"))
+    command = [sys.executable, "-m", "loadertune"] if module else [SCRIPT]
+    args = [f"paths.output_root={out}", *with_tiny(overrides)]
+    return run_cli(out, *args, timeout=300, command=command)
 
 
 def test_trial_is_recorded_in_mlflow(tmp_path: Path) -> None:
@@ -161,14 +150,8 @@ def test_mlflow_tracking_uri_from_the_environment_wins(tmp_path: Path) -> None:
 
     uri = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
-    proc = subprocess.run(
-        [_script(), f"paths.output_root={tmp_path}", *with_tiny(["model=simulated"])],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    args = [f"paths.output_root={tmp_path}", *with_tiny(["model=simulated"])]
+    proc = run_cli(tmp_path, *args, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "mlflow.db").exists()
     experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name("loadertune")

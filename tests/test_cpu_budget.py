@@ -16,6 +16,7 @@ import pytest
 
 from loadertune import machine
 from loadertune.machine import CpuBudget, cgroup_cpu_quota, cpu_budget, cpus_per_rank
+from tests._cli import SCRIPT
 from tests.conftest import FIXTURES, lacking, with_tiny
 
 V1_MOUNTS = (
@@ -340,11 +341,10 @@ def test_a_real_cgroup_quota_limits_the_usable_cpus(one_cpu_cgroup: Path) -> Non
 def test_a_trial_in_a_cgroup_records_its_quota(one_cpu_cgroup: Path, tmp_path: Path) -> None:
     from mlflow import MlflowClient
 
-    script = str(Path(sys.executable).with_name("loadertune"))
     overrides = ["model=simulated", "model.step_ms=5", "trial.steps=4"]
     _inside(
         one_cpu_cgroup,
-        script,
+        SCRIPT,
         f"paths.output_root={tmp_path}",
         *with_tiny(overrides),
         cwd=tmp_path,

@@ -28,6 +28,7 @@ from loadertune.imports import resolve
 from loadertune.loader import tensors_in, to_device
 from loadertune.models._custom import default_loss
 from loadertune.validation import validate
+from tests._cli import SCRIPT, cli_env, run_cli
 from tests.conftest import FIXTURES, ROOT
 
 EXAMPLES = ROOT / "examples"
@@ -252,15 +253,8 @@ def test_a_single_trial_refuses_a_misspelt_collate_in_one_line_with_status_2(
 
 
 def run(cwd: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES), str(FIXTURES)])
-    return subprocess.run(
-        list(args), capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd
-    )
-
-
-def loadertune() -> str:
-    return str(Path(sys.executable).with_name("loadertune"))
+    """``args`` run with the example's package and the fixtures importable."""
+    return run_cli(cwd, env=cli_env(EXAMPLES, FIXTURES), timeout=timeout, command=args)
 
 
 def documented_commands() -> list[list[str]]:
@@ -295,7 +289,7 @@ TINY_SWEEP = [
 def test_the_documented_example_tunes_and_exports_the_users_loader(tmp_path: Path) -> None:
     sweep, train = documented_commands()
     assert sweep[:2] == ["loadertune", "-m"] and "model=custom" in sweep
-    proc = run(tmp_path, loadertune(), *sweep[1:], f"paths.output_root={tmp_path}", *TINY_SWEEP)
+    proc = run(tmp_path, SCRIPT, *sweep[1:], f"paths.output_root={tmp_path}", *TINY_SWEEP)
     assert proc.returncode == 0, proc.stderr
     assert "Recommended: num_workers=" in proc.stdout
     exported = (tmp_path / "conf" / "loader" / "best.yaml").read_text()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -12,7 +10,7 @@ from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config import SimulatedModelConfig, ThrottledStorageConfig, to_run_config
-from tests.test_cli import _script
+from tests._cli import run_cli
 from tests.test_sweep import sweep
 from tests.window import assert_whole_window
 
@@ -67,20 +65,8 @@ def test_tokens_gpu_preset(compose: Compose) -> None:
 def test_experiment_is_one_word_on_the_command_line(tmp_path: Path) -> None:
     small = ["dataset.count=48", "dataset.image_size=40", "dataset.crop_size=24"]
     quick = ["loader.batch_size=4", "trial.warmup_steps=1", "trial.steps=4", "model.step_ms=1"]
-    proc = subprocess.run(
-        [
-            _script(),
-            "experiment=imagenet_like_nfs",
-            f"paths.output_root={tmp_path}",
-            *small,
-            *quick,
-        ],
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
-        timeout=300,
-        cwd=tmp_path,
-    )
+    args = ["experiment=imagenet_like_nfs", f"paths.output_root={tmp_path}", *small, *quick]
+    proc = run_cli(tmp_path, *args, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "dataset=synthetic_images storage=nfs model=simulated" in proc.stdout
 

@@ -13,7 +13,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
 from loadertune.failures import INFEASIBLE, REASONS, Reason, TrialFailure, classify, classify_exit
-from tests.conftest import FIXTURES
+from tests._cli import start_cli
 from tests.test_sweep import finished, mlflow_runs, study_at
 
 FAULTY = [
@@ -44,17 +43,7 @@ FAULTY = [
 
 
 def faulty_sweep(out: Path, *overrides: str, wait: bool = True) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    proc = subprocess.Popen(
-        [script, "-m", f"paths.output_root={out}", *FAULTY, *overrides],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=out,
-    )
+    proc = start_cli(out, "-m", f"paths.output_root={out}", *FAULTY, *overrides)
     if wait:
         proc.wait(timeout=600)
     return proc

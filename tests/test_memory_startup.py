@@ -8,9 +8,7 @@ a few times their settled PSS, one process and through a sweep.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +16,8 @@ import pytest
 
 from loadertune.memory_watch import BudgetPacer, expect_workers, listen_for_workers
 from loadertune.preflight import worker_mb
-from tests.conftest import FIXTURES, with_tiny
+from tests._cli import run_cli
+from tests.conftest import with_tiny
 from tests.test_sweep import NAMED, finished, mlflow_runs, sweep
 
 MB = 2**20
@@ -158,14 +157,9 @@ START_UP = [
 
 
 def _single(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
     out.mkdir(parents=True, exist_ok=True)
     args = [f"paths.output_root={out}", "trial.host_lock=off", *with_tiny(START_UP), *overrides]
-    return subprocess.run(
-        [script, *args], capture_output=True, text=True, env=env, timeout=600, cwd=out
-    )
+    return run_cli(out, *args)
 
 
 def _peak_mb(out: Path) -> float:

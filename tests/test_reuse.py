@@ -5,7 +5,6 @@ attributes included), and the training run's samples/s is logged beside the swee
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FIXTURES, ROOT, with_tiny
+from tests._cli import SCRIPT, run_cli
+from tests.conftest import ROOT, with_tiny
 
 pytestmark = pytest.mark.slow
 KEYS = ("batch_size", "num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
@@ -22,9 +22,7 @@ STEP = ["model=simulated", "model.step_ms=2"]
 
 
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
+    return run_cli(cwd, command=argv)
 
 
 def _shown(value: Any) -> str:
@@ -44,10 +42,9 @@ def _runs(root: Path, experiment: str) -> list[Any]:
 
 
 def test_the_export_reaches_a_trial_and_a_tracked_training_run(tmp_path: Path) -> None:
-    loadertune = str(Path(sys.executable).with_name("loadertune"))
     tiny = [a for a in with_tiny(STEP) if not a.startswith("loader.batch_size")]
     sweep = _run(
-        tmp_path, loadertune, "-m", f"paths.output_root={tmp_path}", *with_tiny(STEP),
+        tmp_path, SCRIPT, "-m", f"paths.output_root={tmp_path}", *with_tiny(STEP),
         "hydra.sweeper.study_name=s", "hydra.sweeper.n_trials=3",
         "loader.num_workers=choice(0,1,2)", "hydra.sweeper.verdict_repeats=1",
     )  # fmt: skip
@@ -58,7 +55,7 @@ def test_the_export_reaches_a_trial_and_a_tracked_training_run(tmp_path: Path) -
     predicted = float(yaml.safe_load(results.read_text())["recommended"]["samples_per_s"])
     before = {r.info.run_id for r in _runs(tmp_path, "loadertune")}
 
-    trial = _run(tmp_path, loadertune, "loader=best", f"paths.output_root={tmp_path}", *tiny)
+    trial = _run(tmp_path, SCRIPT, "loader=best", f"paths.output_root={tmp_path}", *tiny)
     assert trial.returncode == 0, trial.stderr[-3000:]
     (measured,) = [r for r in _runs(tmp_path, "loadertune") if r.info.run_id not in before]
     for key in KEYS:

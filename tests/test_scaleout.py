@@ -37,8 +37,9 @@ from hydra_plugins.loadertune_sweeper._keys import StudyAttr, TrialAttr
 from hydra_plugins.loadertune_sweeper.launch import _fanout
 from hydra_plugins.loadertune_sweeper.study import _hosts, _storage
 from loadertune.errors import ConfigError
+from tests._cli import start_cli, sweep_args
 from tests._mlflow_server import mlflow_server as running_mlflow_server
-from tests.conftest import CONF, FIXTURES, ROOT, with_tiny
+from tests.conftest import CONF, ROOT
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -505,17 +506,7 @@ def _dispose(study: optuna.Study) -> None:
 def sweep_process(out: Path, *overrides: str) -> subprocess.Popen[str]:
     """Start ``loadertune -m`` (tiny sizes) writing under ``out``; a stand-in for one host."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    return subprocess.Popen(
-        [script, "-m", f"paths.output_root={out}", *with_tiny(overrides)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=out,
-    )
+    return start_cli(out, *sweep_args(out, *overrides))
 
 
 PARALLEL = "hydra.sweeper.allow_parallel_trials=true"

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +14,8 @@ import pytest
 
 import loadertune
 from loadertune.exit_status import ExitStatus
-from tests.conftest import FIXTURES, with_tiny
+from tests._cli import start_cli
+from tests.conftest import with_tiny
 from tests.test_trial_guards import _loadertune
 
 pytestmark = pytest.mark.slow
@@ -64,9 +63,6 @@ def _descendants(proc: psutil.Process) -> list[psutil.Process]:
 def test_ctrl_c_ends_a_single_trial_with_130_in_one_line(tmp_path: Path, ranks: int) -> None:
     """SIGINT to the terminal's process group, as Ctrl-C sends it, once the trial's tree runs
     (its workers, its sampler; with two ranks, the ranks)."""
-    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    script = str(Path(sys.executable).with_name("loadertune"))
     overrides = with_tiny(
         [
             *FAULTY,
@@ -78,16 +74,8 @@ def test_ctrl_c_ends_a_single_trial_with_130_in_one_line(tmp_path: Path, ranks: 
             f"++trial.nproc_per_node={ranks}",
         ]
     )
-    args = [script, f"paths.output_root={tmp_path}", "tracking.enabled=false"]
-    proc = subprocess.Popen(
-        [*args, "trial.host_lock=off", *overrides],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        start_new_session=True,
-    )
+    args = [f"paths.output_root={tmp_path}", "tracking.enabled=false", "trial.host_lock=off"]
+    proc = start_cli(tmp_path, *args, *overrides, start_new_session=True)
     try:
         tree = psutil.Process(proc.pid)
         running = 2 if ranks == 1 else 5  # a worker a rank, a sampler (and the ranks)

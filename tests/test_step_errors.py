@@ -3,9 +3,6 @@ bug in the dataset: the trial's reason, the sweep's stop (exit 4) and its messag
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ from loadertune.failures import REASONS, USER_BUGS, Reason, StepError, classify
 from loadertune.models._batch import split_batch
 from loadertune.step_loop import StepLoop
 from loadertune.timing import StepTimer
-from tests.conftest import FIXTURES
+from tests._cli import run_cli
 from tests.test_sweep import finished
 
 FAST = [
@@ -63,13 +60,9 @@ def test_a_step_out_of_memory_keeps_its_own_reason() -> None:
 
 @pytest.mark.slow
 def test_a_broken_step_stops_the_sweep_as_a_step_bug(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    proc = subprocess.run(
-        [script, "-m", f"paths.output_root={tmp_path}", *FAST, "hydra.sweeper.n_trials=4",
-         "+dataset.mode=ok", "loader.num_workers=choice(0,1)"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    proc = run_cli(
+        tmp_path, "-m", f"paths.output_root={tmp_path}", *FAST, "hydra.sweeper.n_trials=4",
+        "+dataset.mode=ok", "loader.num_workers=choice(0,1)",
     )  # fmt: skip
     assert proc.returncode == ExitStatus.DATASET_BUG, proc.stderr[-3000:]
     out = " ".join(proc.stdout.split())

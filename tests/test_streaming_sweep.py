@@ -4,9 +4,7 @@ shards, a verdict's ``best_loader.yaml`` that rebuilds the iterable's loader, an
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +12,8 @@ import optuna
 import pytest
 import yaml
 
-from tests.conftest import FIXTURES, ROOT
+from tests._cli import run_cli
+from tests.conftest import ROOT
 from tests.test_sweep import finished, sweep
 
 pytestmark = pytest.mark.slow
@@ -71,25 +70,18 @@ def test_a_custom_iterable_sweep_exports_a_loader_that_trains(tmp_path: Path) ->
     settings = yaml.safe_load(best.read_text())
     assert settings["num_workers"] <= 2
 
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    train = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "train.py"),
-            f"paths.output_root={tmp_path}",
-            "tracking.enabled=false",
-            "loader=best",
-            "model=simulated",
-            "model.step_ms=2",
-            "+train.epochs=2",
-            *data,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
+    train = run_cli(
+        tmp_path,
+        str(ROOT / "scripts" / "train.py"),
+        f"paths.output_root={tmp_path}",
+        "tracking.enabled=false",
+        "loader=best",
+        "model=simulated",
+        "model.step_ms=2",
+        "+train.epochs=2",
+        *data,
         timeout=300,
-        cwd=tmp_path,
+        command=[sys.executable],
     )
     assert train.returncode == 0, train.stderr[-3000:]
     # Two shards of 16: every sample of the pass, once, in each epoch.

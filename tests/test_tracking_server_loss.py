@@ -5,18 +5,16 @@ back adds the trials MLflow lacks, so the two stores agree again."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from loadertune.exit_status import ExitStatus
+from tests._cli import cli_env, start_cli
 from tests._mlflow_server import free_port, mlflow_server_process
-from tests.conftest import FIXTURES
 
 SWEEP = [
     "dataset=custom",
@@ -45,14 +43,10 @@ def _complete_trials(db: Path) -> int:
 
 
 def _sweep(out: Path, uri: str, trials: int) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    return subprocess.Popen(
-        [script, "-m", f"paths.output_root={out}", f"tracking.tracking_uri={uri}", *SWEEP,
-         f"hydra.sweeper.n_trials={trials}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=out,
-    )  # fmt: skip
+    """The sweep against ``uri``, no ``MLFLOW_*`` setting of the caller's reaching it."""
+    args = [f"paths.output_root={out}", f"tracking.tracking_uri={uri}", *SWEEP]
+    args.append(f"hydra.sweeper.n_trials={trials}")
+    return start_cli(out, "-m", *args, env=cli_env(drop="MLFLOW_"))
 
 
 @pytest.mark.slow

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests._cli import run_cli
 from tests.conftest import ROOT, with_tiny
 
 pytestmark = pytest.mark.slow
 
 
 def test_train_script_trains_logs_and_compares_with_the_prediction(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     overrides = with_tiny(
         [
             "model=simulated",
@@ -26,19 +24,8 @@ def test_train_script_trains_logs_and_compares_with_the_prediction(tmp_path: Pat
             "+train.expect_samples_per_s=1000",
         ]
     )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "train.py"),
-            f"paths.output_root={tmp_path}",
-            *overrides,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    train = [str(ROOT / "scripts" / "train.py"), f"paths.output_root={tmp_path}", *overrides]
+    proc = run_cli(tmp_path, *train, timeout=300, command=[sys.executable])
     assert proc.returncode == 0, proc.stderr
     # 48 images in batches of 4: 12 batches an epoch, all of them trained on.
     assert proc.stdout.count("epoch ") == 2

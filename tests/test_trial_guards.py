@@ -8,7 +8,6 @@ pattern reader and the budget's pacing are tested on recorded output and reading
 from __future__ import annotations
 
 import itertools
-import os
 import resource
 import shutil
 import subprocess
@@ -23,7 +22,8 @@ from loadertune.errors import ConfigError
 from loadertune.failures import TrialFailure, classify
 from loadertune.memory_watch import BudgetPacer
 from loadertune.worker_output import _Scanner, read_fault
-from tests.conftest import CONF, FIXTURES
+from tests._cli import SCRIPT, run_cli
+from tests.conftest import CONF
 
 MB = 2**20
 
@@ -247,22 +247,12 @@ def _loadertune(
     preexec: Callable[[], None] | None = None,
 ) -> tuple[int, str]:
     """Run one trial of the CLI in a subprocess (under ``wrap``); its status and stderr."""
-    script = str(Path(sys.executable).with_name("loadertune"))
     lock = (
         ["trial.host_lock=off"] if "host_lock:" in (CONF / "trial/default.yaml").read_text() else []
     )
-    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    args = [script, f"paths.output_root={out}", "tracking.enabled=false", *lock, *overrides]
-    proc = subprocess.run(
-        [*(wrap or []), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=out,
-        timeout=120,
-        preexec_fn=preexec,
-    )
+    args = [f"paths.output_root={out}", "tracking.enabled=false", *lock, *overrides]
+    command = [*(wrap or []), SCRIPT]
+    proc = run_cli(out, *args, timeout=120, command=command, preexec_fn=preexec)
     return proc.returncode, proc.stderr
 
 
@@ -404,11 +394,7 @@ def test_a_sweep_trial_whose_worker_ran_out_of_shared_memory_is_pruned(tmp_path:
     from optuna.trial import TrialState
 
     wrap = _private_shm()
-    script = str(Path(sys.executable).with_name("loadertune"))
-    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
-    env.pop("MLFLOW_TRACKING_URI", None)
     sweep = [
-        script,
         "-m",
         f"paths.output_root={tmp_path}",
         "tracking.enabled=false",
@@ -421,9 +407,7 @@ def test_a_sweep_trial_whose_worker_ran_out_of_shared_memory_is_pruned(tmp_path:
         "hydra.sweeper.verdict_repeats=0",
         "hydra.sweeper.host_lock=off",
     ]
-    proc = subprocess.run(
-        [*wrap, *sweep], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
-    )
+    proc = run_cli(tmp_path, *sweep, timeout=300, command=[*wrap, SCRIPT])
     assert proc.returncode == 3, proc.stderr  # nothing to recommend
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     (trial,) = optuna.load_study(study_name="s", storage=storage).trials

@@ -2,17 +2,23 @@
 
 Every end-to-end test starts its commands here: the environment they get (no
 ``MLFLOW_TRACKING_URI`` from the caller's shell, the fixtures package importable), the working
-directory the test gives, output captured as text, a bounded wait.
+directory the test gives, output captured as text, a bounded wait. A refusal, which ends
+before anything runs, can be read from the command's main run in this process instead
+(:func:`run_main`); each kind keeps one run of the real command.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from tests.conftest import FIXTURES, with_tiny
 
@@ -72,3 +78,56 @@ def start_cli(
 def sweep_args(out: Path, *overrides: str) -> list[str]:
     """``-m`` writing under ``out``, with the tiny sizes before ``overrides``."""
     return ["-m", f"paths.output_root={out}", *with_tiny(overrides)]
+
+
+def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str) -> int:
+    """``loadertune *args`` run in this process as the console script runs it, in ``cwd``
+    with ``env`` set and no ``MLFLOW_TRACKING_URI``; its exit status. What it printed is the
+    caller's to read (``capsys``).
+
+    For a refusal, which ends before anything runs: a cold start of the command costs seconds
+    (a sweep's start imports torch), the same code path here almost nothing. The process's
+    end (``loadertune.process_end.end``, which leaves by ``os._exit``) raises SystemExit
+    instead; the logging Hydra configures is put back as it was, and a process the sweep
+    forked (its MLflow store, made ahead) is waited for.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+
+    from loadertune import cli, process_end
+
+    def end(code: object = None) -> NoReturn:
+        raise SystemExit(process_end.exit_status(code))
+
+    monkeypatch.setattr(process_end, "end", end)
+    monkeypatch.setattr(cli, "end", end, raising=False)  # where the command imports it
+    monkeypatch.setattr(sys, "argv", [SCRIPT, *args])
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loggers = _loggers()
+    children = set(multiprocessing.active_children())
+    try:
+        cli.main()
+    except SystemExit as ended:
+        return process_end.exit_status(ended.code)
+    finally:
+        GlobalHydra.instance().clear()
+        for logger, (level, handlers, disabled, propagate) in loggers.items():
+            for added in set(logger.handlers) - set(handlers):
+                added.close()  # Hydra's job log file, its console handler
+            logger.setLevel(level)
+            logger.handlers[:], logger.disabled, logger.propagate = handlers, disabled, propagate
+        for child in set(multiprocessing.active_children()) - children:
+            child.join(timeout=300)
+    raise AssertionError("loadertune's main returned instead of ending the process")
+
+
+def _loggers() -> dict[logging.Logger, tuple[int, list[logging.Handler], bool, bool]]:
+    """Every logger's level, handlers, disabled and propagate flags, the root's included."""
+    known = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    return {
+        logger: (logger.level, logger.handlers[:], logger.disabled, logger.propagate)
+        for logger in known
+        if isinstance(logger, logging.Logger)
+    }

@@ -22,6 +22,7 @@ from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.validation import validate
 
+from ._cli import run_cli, run_main
 from .conftest import CONF
 
 Compose = Callable[[Sequence[str]], DictConfig]
@@ -290,28 +291,39 @@ NEAREST = {"loader.num_workrs=1": "loader.num_workers=1?", "hydra.sweeper.n_tria
 
 @pytest.mark.parametrize(("args", "prefix"), COMMAND_LINE)
 def test_an_override_hydra_refuses_is_one_line_with_status_2(
-    tmp_path: Path, args: list[str], prefix: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    prefix: str,
 ) -> None:
-    """The real command: what Hydra itself refuses (a key the config lacks, a group option
-    that does not exist, an override it cannot parse) gets the same one line and status as
-    every other bad input, before anything is recorded."""
-    import os
-    import subprocess
-    import sys
+    """What Hydra itself refuses (a key the config lacks, a group option that does not
+    exist, an override it cannot parse) gets the same one line and status as every other
+    bad input, before anything is recorded: the console script's main, in-process. Without
+    tracking: a sweep would make its MLflow store ahead (seconds of MLflow's migrations, in a
+    process of its own), which the real command's run below does."""
+    argv = [*args, f"paths.output_root={tmp_path}", "trial.host_lock=off"]
+    status = run_main(monkeypatch, tmp_path, *argv, "tracking.enabled=false")
+    err = capsys.readouterr().err
+    assert status == ExitStatus.BAD_INPUT, err
+    assert err.splitlines() == [err.strip()], err
+    assert err.startswith(f"loadertune: error: {prefix}"), err
+    assert NEAREST.get(args[-1], "") in err
+    assert not (tmp_path / "optuna.db").exists()  # no study (a sweep's MLflow store is
+    # set up ahead, beside torch's import: its schema, no run)
 
-    script = str(Path(sys.executable).with_name("loadertune"))
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    proc = subprocess.run(
-        [script, *args, f"paths.output_root={tmp_path}", "trial.host_lock=off"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+
+def test_an_override_hydra_refuses_is_one_line_with_status_2_from_the_command(
+    tmp_path: Path,
+) -> None:
+    """The real command, for a sweep's: its exit status and its one line on stderr, the
+    MLflow store it made ahead waited for."""
+    args, prefix = COMMAND_LINE[6]
+    assert args == ["-m", "trial.nproc_per_node=abc"]
+    argv = [*args, f"paths.output_root={tmp_path}", "trial.host_lock=off"]
+    proc = run_cli(tmp_path, *argv, timeout=300)
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
     assert proc.stderr.startswith(f"loadertune: error: {prefix}"), proc.stderr
-    assert NEAREST.get(args[-1], "") in proc.stderr
     assert not (tmp_path / "optuna.db").exists()  # no study (a sweep's MLflow store is
     # set up ahead, beside torch's import: its schema, no run)

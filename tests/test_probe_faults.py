@@ -20,24 +20,16 @@ from optuna.trial import TrialState
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from tests.conftest import FIXTURES, lacking, with_tiny
+from tests._cli import SCRIPT, cli_env, run_cli, run_main
+from tests.conftest import lacking, with_tiny
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-SCRIPT = str(Path(sys.executable).with_name("loadertune"))
 FAST = ["model=simulated", "model.step_ms=2"]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    return env | extra
-
-
 def _run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SCRIPT, *args], capture_output=True, text=True, env=_env(**env), timeout=600, cwd=cwd
-    )
+    return run_cli(cwd, *args, env=cli_env(**env))
 
 
 def _one_line(stderr: str) -> str:
@@ -110,12 +102,18 @@ def test_loader_best_without_an_export_names_the_key_and_the_fix(tmp_path: Path)
     ],
 )
 def test_a_broken_export_is_one_line_before_anything_runs(
-    tmp_path: Path, text: str, problem: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    problem: str,
 ) -> None:
+    """The command's main, in-process (the real command refuses a missing export above)."""
     path = _export(tmp_path, text)
-    proc = _run(tmp_path, "loader=best", f"paths.output_root={tmp_path}", *FAST)
-    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
-    line = _one_line(proc.stderr)
+    status = run_main(monkeypatch, tmp_path, "loader=best", f"paths.output_root={tmp_path}", *FAST)
+    err = capsys.readouterr().err
+    assert status == ExitStatus.BAD_INPUT, err
+    line = _one_line(err)
     assert line.startswith(f"loadertune: error: loader={path}: {problem}")
     assert "Fix: export it again" in line
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
@@ -124,14 +122,8 @@ def test_a_broken_export_is_one_line_before_anything_runs(
 def test_train_script_refuses_a_broken_export_in_one_line(tmp_path: Path) -> None:
     path = _export(tmp_path, "- 1\n- 2\n")
     train = Path(__file__).resolve().parents[1] / "scripts" / "train.py"
-    proc = subprocess.run(
-        [sys.executable, str(train), "loader=best", f"paths.output_root={tmp_path}"],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=300,
-        cwd=tmp_path,
-    )
+    args = [str(train), "loader=best", f"paths.output_root={tmp_path}"]
+    proc = run_cli(tmp_path, *args, timeout=300, command=[sys.executable])
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
     assert f"loader={path}: is a list" in _one_line(proc.stderr)
 
@@ -178,10 +170,14 @@ def test_build_dataloader_refuses_what_omegaconf_loaded_from_a_broken_file(
 # ---- the host's timing lock folder ----------------------------------------------------------
 
 
-def test_a_lock_folder_that_is_a_file_stops_a_sweep_before_its_study(tmp_path: Path) -> None:
+def test_a_lock_folder_that_is_a_file_stops_a_sweep_before_its_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's main, in-process (a read-only lock folder below: the real command)."""
     lock = tmp_path / "lock"
     lock.write_text("not a folder")
-    proc = _run(
+    status = run_main(
+        monkeypatch,
         tmp_path,
         "-m",
         f"paths.output_root={tmp_path}",
@@ -190,8 +186,9 @@ def test_a_lock_folder_that_is_a_file_stops_a_sweep_before_its_study(tmp_path: P
         *with_tiny(FAST),
         LOADERTUNE_LOCK_DIR=str(lock),
     )
-    assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
-    line = _one_line(proc.stderr)
+    err = capsys.readouterr().err
+    assert status == ExitStatus.INFRASTRUCTURE, err
+    line = _one_line(err)
     assert f"LOADERTUNE_LOCK_DIR={lock}: the host's timing lock cannot be kept there" in line
     assert "it is a file, not a folder" in line and "Fix: point LOADERTUNE_LOCK_DIR" in line
     assert not (tmp_path / "optuna.db").exists()  # no study with waiting trials left
@@ -199,14 +196,17 @@ def test_a_lock_folder_that_is_a_file_stops_a_sweep_before_its_study(tmp_path: P
     assert lock.read_text() == "not a folder"
 
 
-def test_a_lock_folder_that_is_a_file_stops_a_single_trial(tmp_path: Path) -> None:
+def test_a_lock_folder_that_is_a_file_stops_a_single_trial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's main, in-process."""
     lock = tmp_path / "lock"
     lock.write_text("")
-    proc = _run(
-        tmp_path, f"paths.output_root={tmp_path}", *with_tiny(FAST), LOADERTUNE_LOCK_DIR=str(lock)
-    )
-    assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
-    assert "LOADERTUNE_LOCK_DIR=" in _one_line(proc.stderr)
+    args = [f"paths.output_root={tmp_path}", *with_tiny(FAST)]
+    status = run_main(monkeypatch, tmp_path, *args, LOADERTUNE_LOCK_DIR=str(lock))
+    err = capsys.readouterr().err
+    assert status == ExitStatus.INFRASTRUCTURE, err
+    assert "LOADERTUNE_LOCK_DIR=" in _one_line(err)
     assert _mlflow(tmp_path) == []
 
 
@@ -227,14 +227,9 @@ def test_a_read_only_lock_folder_stops_a_sweep_before_its_study(tmp_path: Path) 
         ]
     )
     command = f"mount -t tmpfs -o ro,size=1m tmpfs {lock} || exit 99; exec {args}"
-    proc = subprocess.run(
-        ["unshare", "-m", "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        env=_env(LOADERTUNE_LOCK_DIR=str(lock)),
-        timeout=300,
-        cwd=tmp_path,
-    )
+    wrapped = ["unshare", "-m", "sh", "-c", command]
+    env = cli_env(LOADERTUNE_LOCK_DIR=str(lock))
+    proc = run_cli(tmp_path, env=env, timeout=300, command=wrapped)
     if proc.returncode == 99:
         lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
@@ -248,14 +243,17 @@ def test_a_read_only_lock_folder_stops_a_sweep_before_its_study(tmp_path: Path) 
 # ---- the window's floor and the max_steps text ----------------------------------------------
 
 
-def test_max_steps_error_says_the_factor_the_code_uses(tmp_path: Path) -> None:
+def test_max_steps_error_says_the_factor_the_code_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's main, in-process."""
     from loadertune.precision import MAX_STEPS_FACTOR, StopRule
 
-    proc = _run(
-        tmp_path, f"paths.output_root={tmp_path}", *FAST, "trial.steps=4", "trial.max_steps=2"
-    )
-    assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
-    line = _one_line(proc.stderr)
+    args = [f"paths.output_root={tmp_path}", *FAST, "trial.steps=4", "trial.max_steps=2"]
+    status = run_main(monkeypatch, tmp_path, *args)
+    err = capsys.readouterr().err
+    assert status == ExitStatus.BAD_INPUT, err
+    line = _one_line(err)
     assert f"e.g. trial.max_steps={MAX_STEPS_FACTOR * 4}, or null for {MAX_STEPS_FACTOR} x" in line
     assert StopRule.for_trial(4, None, 0.02, 0).max_steps == MAX_STEPS_FACTOR * 4
 

@@ -26,7 +26,8 @@ from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.failures import InfeasibleSetting, error_signature
-from tests.conftest import FIXTURES, lacking
+from tests._cli import SCRIPT, run_cli, run_main
+from tests.conftest import lacking
 from tests.test_failures import (
     FAULTY,
     SLOW,
@@ -138,17 +139,7 @@ def test_off_takes_no_lock_and_bad_modes_name_the_key(tmp_path: Path) -> None:
 
 
 def _trial(out: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    script = str(Path(sys.executable).with_name("loadertune"))
-    return subprocess.run(
-        [script, f"paths.output_root={out}", *overrides],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=out,
-    )
+    return run_cli(out, f"paths.output_root={out}", *overrides, timeout=300)
 
 
 def _wait_or_show(proc: subprocess.Popen[str], predicate: Any, timeout: float = 120.0) -> None:
@@ -251,16 +242,9 @@ def test_more_workers_than_the_machine_can_use_are_refused() -> None:
 
 def test_an_unreachable_tracking_server_is_one_line_before_anything(tmp_path: Path) -> None:
     env = {**os.environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}
-    script = str(Path(sys.executable).with_name("loadertune"))
     started = time.monotonic()
-    proc = subprocess.run(
-        [script, "-m", f"paths.output_root={tmp_path}", "hydra.sweeper.study_name=s"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    args = ["-m", f"paths.output_root={tmp_path}", "hydra.sweeper.study_name=s"]
+    proc = run_cli(tmp_path, *args, env=env, timeout=120)
     assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
     assert "http://127.0.0.1:9 does not answer" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -280,18 +264,12 @@ def test_a_full_or_read_only_output_root_is_one_line(
         lacking("needs root and unshare for a private mount namespace")
     root = tmp_path / "root"
     root.mkdir()
-    script = Path(sys.executable).with_name("loadertune")
     command = (
         f"mount -t tmpfs -o {mount_options} tmpfs {root} || exit 99; "
-        f"exec {script} paths.output_root={root} model=simulated trial.steps=4"
+        f"exec {SCRIPT} paths.output_root={root} model=simulated trial.steps=4"
     )
-    proc = subprocess.run(
-        ["unshare", "-m", "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    wrapped = ["unshare", "-m", "sh", "-c", command]
+    proc = run_cli(tmp_path, env=os.environ, timeout=120, command=wrapped)
     if proc.returncode == 99:
         lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.INFRASTRUCTURE, proc.stderr
@@ -408,9 +386,8 @@ def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
     prediction, before any worker starts, in one line naming the reason and the fix."""
     if limit[0] == "unshare" and (shutil.which("unshare") is None or os.geteuid() != 0):
         lacking("needs root and unshare for a private /dev/shm")
-    script = Path(sys.executable).with_name("loadertune")
     args = [
-        str(script),
+        SCRIPT,
         f"paths.output_root={tmp_path}",
         "model=simulated",
         "trial.steps=4",
@@ -419,7 +396,7 @@ def test_predicted_shm_and_descriptor_exhaustion_refused_before_workers(
         "tracking.enabled=false",
     ]
     command = [*limit[:-1], limit[-1] + '; exec "$@"', "-", *args]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = run_cli(tmp_path, env=os.environ, timeout=300, command=command)
     if proc.returncode == 99:
         lacking(f"cannot set the limit here: {proc.stderr.strip()}")
     assert proc.returncode == ExitStatus.BAD_INPUT, proc.stderr
@@ -512,29 +489,9 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_the_rerun_repairs(
         pytest.skip("needs root and unshare for a private tmpfs")
     root = tmp_path / "root"
     root.mkdir()
-    script = Path(sys.executable).with_name("loadertune")
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env["PYTHONPATH"] = str(FIXTURES)
-    sweep = [str(script), "-m", f"paths.output_root={root}", *FAULTY_ARGS]
-    proc = subprocess.run(
-        [
-            "unshare",
-            "-m",
-            "sh",
-            "-c",
-            FILL_MID_SWEEP,
-            "-",
-            str(root),
-            str(tmp_path),
-            sys.executable,
-            *sweep,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=tmp_path,
-    )
+    sweep = [SCRIPT, "-m", f"paths.output_root={root}", *FAULTY_ARGS]
+    shell = ["-m", "sh", "-c", FILL_MID_SWEEP, "-", str(root), str(tmp_path), sys.executable]
+    proc = run_cli(tmp_path, command=["unshare", *shell, *sweep])
     if proc.returncode == 99:
         lacking(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     first_err = (tmp_path / "first.err").read_text()
@@ -552,15 +509,24 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_the_rerun_repairs(
 
 
 @pytest.mark.slow
-def test_a_changed_choice_list_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    """Optuna refuses a categorical whose choices changed; the sweep says so before a trial."""
+def test_a_changed_choice_list_is_one_line_not_a_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fixtures_on_path: Path,
+) -> None:
+    """Optuna refuses a categorical whose choices changed; the sweep says so before a trial
+    (the second sweep, a refusal, is the command's main run in-process)."""
     first = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", "+dataset.mode=choice(ok)")
     first.communicate()
     assert first.returncode == 0
     before = len(study_at(tmp_path).trials)
-    again = faulty_sweep(tmp_path, "hydra.sweeper.n_trials=1", "+dataset.mode=choice(ok,slow)")
-    _, err = again.communicate()
-    assert again.returncode == ExitStatus.BAD_INPUT, err
+    changed = ["hydra.sweeper.n_trials=1", "+dataset.mode=choice(ok,slow)"]
+    status = run_main(
+        monkeypatch, tmp_path, "-m", f"paths.output_root={tmp_path}", *FAULTY, *changed
+    )
+    err = capsys.readouterr().err
+    assert status == ExitStatus.BAD_INPUT, err
     assert "dataset.mode: study 's' was measured with ('ok',)" in err
     assert "hydra.sweeper.study_name" in err
     assert "Traceback" not in err

@@ -5,7 +5,6 @@ no MLflow server, a SQLite file whose folder cannot be written (status 5)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from loadertune.result_stores import MLFLOW_SCHEMES, StoreUnavailable, check_tracking_server
+from tests._cli import run_cli, run_main
 from tests._mlflow_server import free_port
 from tests.conftest import with_tiny
 
@@ -53,40 +53,53 @@ def plain_http_server(root: Path) -> Iterator[str]:
 
 
 def _loadertune(out: Path, uri: str, *first: str) -> subprocess.CompletedProcess[str]:
-    script = str(Path(sys.executable).with_name("loadertune"))
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    return subprocess.run(
-        [
-            script,
-            *first,
-            f"paths.output_root={out}",
-            f"tracking.tracking_uri={uri}",
-            "trial.host_lock=off",
-            *with_tiny(TRIAL),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=out,
-        timeout=300,
-    )
+    args = [f"paths.output_root={out}", f"tracking.tracking_uri={uri}", "trial.host_lock=off"]
+    return run_cli(out, *first, *args, *with_tiny(TRIAL), timeout=300)
+
+
+SWEEP = ["-m", "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=s"]
 
 
 def _refused(out: Path, uri: str, status: int, words: str) -> None:
-    """A single trial and a sweep both refuse ``uri`` in one line, with ``status``."""
-    for first in ([], ["-m", "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=s"]):
+    """A single trial and a sweep, each the real command, both refuse ``uri`` in one line,
+    with ``status``."""
+    for first in ([], SWEEP):
         proc = _loadertune(out, uri, *first)
-        assert proc.returncode == status, proc.stderr
-        assert proc.stderr.splitlines() == [proc.stderr.strip()], proc.stderr
-        assert proc.stderr.startswith("loadertune: error: "), proc.stderr
-        assert words in proc.stderr and "Fix: " in proc.stderr, proc.stderr
-        assert not (out / "optuna.db").exists()  # no study opened
-        assert "trial" not in proc.stdout.lower()  # no trial ran
+        _said_once(proc.returncode, proc.stdout, proc.stderr, out, status, words)
 
 
-@pytest.mark.slow
-def test_a_scheme_mlflow_has_no_store_for_is_bad_input(tmp_path: Path) -> None:
-    _refused(
+def _refused_here(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    out: Path,
+    uri: str,
+    status: int,
+    words: str,
+) -> None:
+    """As :func:`_refused`, each command's main run in this process."""
+    for first in ([], SWEEP):
+        args = [f"paths.output_root={out}", f"tracking.tracking_uri={uri}", "trial.host_lock=off"]
+        code = run_main(monkeypatch, out, *first, *args, *with_tiny(TRIAL))
+        said = capsys.readouterr()
+        _said_once(code, said.out, said.err, out, status, words)
+
+
+def _said_once(code: int, out: str, err: str, root: Path, status: int, words: str) -> None:
+    assert code == status, err
+    assert err.splitlines() == [err.strip()], err
+    assert err.startswith("loadertune: error: "), err
+    assert words in err and "Fix: " in err, err
+    assert not (root / "optuna.db").exists()  # no study opened
+    assert "trial" not in out.lower()  # no trial ran
+
+
+def test_a_scheme_mlflow_has_no_store_for_is_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (the real command refuses a server that is no MLflow server below)."""
+    _refused_here(
+        monkeypatch,
+        capsys,
         tmp_path,
         "bogus://somewhere/db",
         ExitStatus.BAD_INPUT,
@@ -109,12 +122,16 @@ def test_an_http_server_that_is_no_mlflow_server_is_refused(tmp_path: Path) -> N
         )
 
 
-@pytest.mark.slow
-def test_a_sqlite_store_whose_folder_cannot_be_written_is_refused(tmp_path: Path) -> None:
+def test_a_sqlite_store_whose_folder_cannot_be_written_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (the real command refuses a server that is no MLflow server above)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")  # even root cannot make a folder below a file
     uri = f"sqlite:///{blocker}/mlflow.db"
-    _refused(tmp_path, uri, ExitStatus.INFRASTRUCTURE, "tracking.tracking_uri=")
+    _refused_here(
+        monkeypatch, capsys, tmp_path, uri, ExitStatus.INFRASTRUCTURE, "tracking.tracking_uri="
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
+
 import pytest
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
@@ -127,11 +130,18 @@ def test_one_measurement_is_never_high() -> None:
     assert got.level == Confidence.LOW
 
 
+@functools.cache
+def _tally(regime: str) -> Counter[tuple[str, bool]]:
+    """300 simulated verdicts of ``regime`` from seed 7, drawn once for the tests that read
+    them (seconds of the real verdict code each)."""
+    return tally(seed=7, regime=REGIMES[regime], n=300)
+
+
 @pytest.mark.parametrize("regime", sorted(REGIMES))
 def test_a_wrong_pick_is_rarely_labelled_high(regime: str) -> None:
     # Two noisy rounds that agree by luck can pass for a quiet machine: about 1 verdict in
     # 700 of the scattered regime (docs/verdict.md). More than 1 in 100 is a broken rule.
-    counts = tally(seed=7, regime=REGIMES[regime], n=300)
+    counts = _tally(regime)
     assert counts[("high", True)] <= 3, counts
     if regime in ("quiet", "drifting", "busy", "overloaded"):
         assert counts[("high", True)] == 0, counts
@@ -139,6 +149,6 @@ def test_a_wrong_pick_is_rarely_labelled_high(regime: str) -> None:
 
 def test_quiet_verdicts_are_mostly_high() -> None:
     # A label that is never high would pass the test above; on a quiet machine most are.
-    counts = tally(seed=7, regime=REGIMES["quiet"], n=300)
+    counts = _tally("quiet")
     assert counts[("high", False)] >= 0.7 * 300, counts
     assert sum(n for (level, _), n in counts.items() if level == "low") == 0, counts

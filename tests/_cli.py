@@ -9,11 +9,14 @@ before anything runs, can be read from the command's main run in this process in
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -88,8 +91,9 @@ def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str)
     For a refusal, which ends before anything runs: a cold start of the command costs seconds
     (a sweep's start imports torch), the same code path here almost nothing. The process's
     end (``loadertune.process_end.end``, which leaves by ``os._exit``) raises SystemExit
-    instead; the logging Hydra configures is put back as it was, and a process the sweep
-    forked (its MLflow store, made ahead) is waited for.
+    instead; the logging Hydra configures and the environment the command sets for itself
+    (MLflow's bounded retries) are put back as they were, and a process the sweep forked (its
+    MLflow store, made ahead) is waited for.
     """
     from hydra.core.global_hydra import GlobalHydra
 
@@ -106,6 +110,7 @@ def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     loggers = _loggers()
+    environment = dict(os.environ)
     children = set(multiprocessing.active_children())
     try:
         cli.main()
@@ -113,6 +118,8 @@ def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str)
         return process_end.exit_status(ended.code)
     finally:
         GlobalHydra.instance().clear()
+        os.environ.clear()
+        os.environ.update(environment)
         for logger, (level, handlers, disabled, propagate) in loggers.items():
             for added in set(logger.handlers) - set(handlers):
                 added.close()  # Hydra's job log file, its console handler
@@ -131,3 +138,38 @@ def _loggers() -> dict[logging.Logger, tuple[int, list[logging.Handler], bool, b
         for logger in known
         if isinstance(logger, logging.Logger)
     }
+
+
+def made_mlflow_store(out: Path) -> None:
+    """Give ``out`` the empty MLflow store a sweep's first start makes there, unless it has
+    one: a copy of one made once in this test process.
+
+    A fresh SQLite store runs MLflow's migrations, about 5 s of CPU beside every sweep's start
+    (``record/_store_ahead``); the sweeps whose tests read what the sweep recorded, not how
+    its store came to be, start from the copy. The making itself is tested on its own
+    (tests/test_store_ahead.py, tests/test_store_race.py) and in the sweeps that start without
+    one (the review sweep, the shared record sweep of tests/test_sweep.py, the fault sweeps
+    that run the command themselves).
+    """
+    target = out / "mlflow.db"
+    if not target.exists():
+        shutil.copyfile(_empty_mlflow_store(), target)
+
+
+_STORES: list[Path] = []
+
+
+def _empty_mlflow_store() -> Path:
+    """An MLflow SQLite store with its tables and nothing else, made by MLflow in a process of
+    its own (no engine left open here), once per test process."""
+    if not _STORES:
+        folder = Path(tempfile.mkdtemp(prefix="loadertune-test-mlflow-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        db = folder / "mlflow.db"
+        make = (
+            f"from mlflow import MlflowClient; MlflowClient('sqlite:///{db}').search_experiments()"
+        )
+        done = run_cli(folder, "-c", make, timeout=600, command=[sys.executable])
+        assert done.returncode == 0, done.stderr
+        _STORES.append(db)
+    return _STORES[0]

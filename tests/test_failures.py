@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
 from loadertune.failures import INFEASIBLE, REASONS, Reason, TrialFailure, classify, classify_exit
-from tests._cli import start_cli
+from tests._cli import made_mlflow_store, start_cli
 from tests.test_sweep import finished, mlflow_runs, study_at
 
 FAULTY = [
@@ -43,6 +43,9 @@ FAULTY = [
 
 
 def faulty_sweep(out: Path, *overrides: str, wait: bool = True) -> subprocess.Popen[str]:
+    """``loadertune -m`` on the faulty dataset under ``out``, its MLflow store made ahead
+    (:func:`tests._cli.made_mlflow_store`); waited for unless ``wait`` is false."""
+    made_mlflow_store(out)
     proc = start_cli(out, "-m", f"paths.output_root={out}", *FAULTY, *overrides)
     if wait:
         proc.wait(timeout=600)

@@ -16,20 +16,26 @@ from optuna.trial import TrialState
 
 from loadertune import run_trial
 from loadertune.config import to_run_config
-from tests._cli import run_cli, sweep_args
+from tests._cli import made_mlflow_store, run_cli, sweep_args
 
 pytestmark = pytest.mark.slow
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def sweep(out: Path, *overrides: str, verdict: bool = False) -> subprocess.CompletedProcess[str]:
+def sweep(
+    out: Path, *overrides: str, verdict: bool = False, fresh_store: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run ``loadertune -m`` with tiny sizes, writing everything under ``out``.
 
-    The end-of-sweep verdict (re-measurements) is skipped unless ``verdict`` is set.
+    The end-of-sweep verdict (re-measurements) is skipped unless ``verdict`` is set. The
+    MLflow store is an empty one made ahead (:func:`tests._cli.made_mlflow_store`) unless
+    ``fresh_store`` is set: then the sweep makes it, as a first sweep does.
     """
     if not verdict:
         overrides = ("hydra.sweeper.verdict_repeats=0", *overrides)
+    if not fresh_store:
+        made_mlflow_store(out)
     return run_cli(out, *sweep_args(out, *overrides))
 
 
@@ -93,6 +99,7 @@ def three_with_a_repeat(tmp_path_factory: pytest.TempPathFactory) -> Swept:
         *NAMED,
         "hydra.sweeper.n_trials=3",
         "hydra.sweeper.params.loader.num_workers=int(interval(0,2))",
+        fresh_store=True,  # the store made beside the sweep's start, as a first sweep does
     )
     return Swept(out, proc)
 

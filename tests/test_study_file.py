@@ -18,9 +18,11 @@ import optuna
 import pytest
 import sqlalchemy.exc
 from mlflow.exceptions import MlflowException
+from optuna.trial import TrialState
 
 from hydra_plugins.loadertune_sweeper.study._study_file import StudyFile, StudyLost, store_failure
 from loadertune.exit_status import ExitStatus
+from loadertune.failures import Reason
 from tests.test_failures import SLOW, _running_trial, _wait_for, faulty_sweep, processes_under
 from tests.test_sweep import mlflow_runs
 
@@ -68,6 +70,25 @@ def test_a_deleted_file_is_restored_from_the_open_connection(tmp_path: Path) -> 
     assert "\n" not in said
     assert _numbers(path) == [0, 1]  # every committed row
     con.close()
+
+
+def test_a_restored_study_fails_the_trials_its_sweep_left_running(tmp_path: Path) -> None:
+    """A trial asked for just before the delete carries no owner yet: the stopping sweep fails
+    it in the restored file, so the next start neither waits for it nor keeps it RUNNING."""
+    path = tmp_path / "optuna.db"
+    url = f"sqlite:///{path}"
+    study = optuna.create_study(study_name="s", storage=url)
+    study.tell(study.ask(), 1.0)
+    study.ask()  # asked, not claimed: the sweep stopped before its owner was written
+    held = sqlite3.connect(path)  # the sweep's open connection
+    watched = StudyFile.of(url)
+    path.unlink()
+    with pytest.raises(StudyLost, match="restored to"):
+        watched.check()
+    restored = optuna.load_study(study_name="s", storage=url).trials
+    assert [t.state for t in restored] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert restored[1].user_attrs["reason"] == Reason.INTERRUPTED
+    held.close()
 
 
 def test_a_replaced_file_is_kept_and_the_study_copied_aside(tmp_path: Path) -> None:
@@ -141,7 +162,12 @@ def test_a_sweep_whose_study_file_is_deleted_stops_restores_it_and_resumes(
     assert all(c.info.status != "RUNNING" for c in children)
     assert not list(tmp_path.rglob("optimization_results.yaml"))
     kept = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
-    measured = [t for t in kept.trials if t.state.is_finished()]
+    assert not [t for t in kept.trials if t.state == TrialState.RUNNING]  # its own: failed
+    measured = [
+        t
+        for t in kept.trials
+        if t.state.is_finished() and t.user_attrs.get("reason") != Reason.INTERRUPTED
+    ]
     assert len(measured) >= 1
     assert len(children) == len([t for t in measured if "repeat_of" not in t.user_attrs])
 

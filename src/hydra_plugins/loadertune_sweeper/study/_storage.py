@@ -192,20 +192,20 @@ def claim(trial: optuna.trial.Trial) -> None:
     trial.set_user_attr(TrialAttr.OWNER_HOST, socket.gethostname())
 
 
-def fail_orphaned_trials(study: optuna.Study) -> list[int]:
+def fail_orphaned_trials(study: optuna.Study, unclaimed_s: float = UNCLAIMED_S) -> list[int]:
     """Mark FAIL (reason ``interrupted``) the RUNNING trials whose sweep is gone.
 
     Optuna's heartbeats only run inside ``optimize()``; an ask/tell sweep that was killed
     leaves its trial RUNNING forever. A trial counts as orphaned when its owner on this host
     is no longer running, when its heartbeat (server storages) is older than the grace
-    period whatever its host, or when nobody claimed it within ``UNCLAIMED_S``. Trials of a
+    period whatever its host, or when nobody claimed it within ``unclaimed_s``. Trials of a
     live process, or of another host still beating, are left alone.
     """
     stale = set(_optuna_private.stale_trial_ids(study))
     now = datetime.now()
     failed = []
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if _optuna_private.trial_id(frozen) in stale or _orphaned_here(frozen, now):
+        if _optuna_private.trial_id(frozen) in stale or _orphaned_here(frozen, now, unclaimed_s):
             with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError, ValueError):
                 # Another host may fail it first, or its owner may finish it meanwhile.
                 trial = optuna.trial.Trial(study, _optuna_private.trial_id(frozen))
@@ -215,12 +215,12 @@ def fail_orphaned_trials(study: optuna.Study) -> list[int]:
     return failed
 
 
-def _orphaned_here(frozen: FrozenTrial, now: datetime) -> bool:
+def _orphaned_here(frozen: FrozenTrial, now: datetime, unclaimed_s: float) -> bool:
     attrs = frozen.user_attrs
     host = attrs.get(TrialAttr.OWNER_HOST)
     if host is None or attrs.get(TrialAttr.OWNER_PID) is None:  # not (fully) claimed yet
         started = frozen.datetime_start
-        return started is not None and now - started > timedelta(seconds=UNCLAIMED_S)
+        return started is not None and now - started >= timedelta(seconds=unclaimed_s)
     if host != socket.gethostname():
         return False
     return not _alive(attrs.get(TrialAttr.OWNER_PID), attrs.get(TrialAttr.OWNER_STARTED))

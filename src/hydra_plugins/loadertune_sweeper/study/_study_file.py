@@ -4,10 +4,12 @@ An SQLite study deleted mid-sweep still reads for the sweep (its connection hold
 file open) while SQLite refuses its writes, and the file vanishes with the sweep. So after
 every trial, and when a write of the study fails, :class:`StudyFile` asks whether the path
 still holds the file the study was opened on; a deleted file is restored from the one this
-process still holds open (every trial recorded before the delete), a replaced one copied
-beside it. A study whose database fails outright (a file overwritten in place, a server that
-refuses) raises SQLAlchemy's or Optuna's errors, which :func:`store_failure` turns into one
-line. Either ends the sweep with exit status 5, its parent run FAILED and no results file.
+process still holds open (every trial recorded before the delete; the trial it was running,
+or had asked for and not yet claimed, failed there as interrupted so the next start runs it
+again), a replaced one copied beside it. A study whose database fails outright (a file
+overwritten in place, a server that refuses) raises SQLAlchemy's or Optuna's errors, which
+:func:`store_failure` turns into one line. Either ends the sweep with exit status 5, its
+parent run FAILED and no results file.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+import optuna
+import sqlalchemy.exc
+
 from loadertune.result_stores import StoreUnavailable
+
+from ._storage import fail_orphaned_trials
 
 PREFIX = "sqlite:///"
 
@@ -53,6 +60,8 @@ class StudyFile:
         url = f"{PREFIX}{self.path}"
         if now is None:
             saved = _copy_open_file(self.ident, self.path)
+            if saved:
+                _release_trials(url)
             what = "deleted during the sweep" + (
                 f": restored to {self.path} from the sweep's open connection, with every "
                 "trial recorded before the delete"
@@ -100,6 +109,16 @@ def store_failure(url: str, exc: BaseException) -> str | None:
         "the same command (the study resumes); an SQLite file past repair: move it aside, and "
         "the same command starts a new study"
     )
+
+
+def _release_trials(url: str) -> None:
+    """Fail, as interrupted, the trials the restored study at ``url`` holds RUNNING with no
+    live owner, claimed or not: its sweep stops here, so none of them will end (a trial asked
+    for just before the delete may not carry its owner yet, and the next start would wait a
+    minute for it). A store that refuses leaves them to the next start's own check."""
+    with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.OptunaError):
+        for name in optuna.get_all_study_names(url):
+            fail_orphaned_trials(optuna.load_study(study_name=name, storage=url), unclaimed_s=0)
 
 
 def _ident(path: Path) -> tuple[int, int] | None:

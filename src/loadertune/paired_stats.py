@@ -18,7 +18,7 @@ from typing import Any
 
 # The slowdown the verdict treats as none: a cheaper setting shown to be at most this much
 # slower than the fastest is the pick (:func:`shown_as_fast`); one slower by more in every
-# round leaves the race; no noise is reported below it.
+# round leaves the race.
 TOLERANCE = 0.02
 COVERAGE = 0.75  # how sure the interval around a median ratio is to hold the true ratio
 MARGIN = 0.025  # high: no other setting may be faster by more than this, at its interval's top
@@ -66,25 +66,18 @@ def median_interval(values: Sequence[float]) -> tuple[float, float]:
     return xs[k - 1], xs[n - k]
 
 
-def compare(a: Rounds, b: Rounds) -> tuple[float, float, float, float]:
-    """(median, low, high, noise) of ``a``'s time over ``b``'s.
-
-    From the rounds' paired ratios when there are two or more: their median, their range,
-    and as the noise how far below the median the true ratio may lie
-    (:func:`median_interval`), at least ``TOLERANCE``. Otherwise from the medians, the
-    extremes of the repeats, and the larger relative range of the two.
-    """
+def compare(a: Rounds, b: Rounds) -> tuple[float, float, float]:
+    """(median, low, high) of ``a``'s time over ``b``'s: from the rounds' paired ratios when
+    there are two or more (their median and range), otherwise from the medians and the
+    extremes of the repeats. The noise the two showed is :func:`measured_noise`'s."""
     ratios = paired(a, b)
     if len(ratios) >= 2:
-        mid = statistics.median(ratios)
-        low, _ = median_interval(ratios)
-        return mid, min(ratios), max(ratios), max(mid - low, TOLERANCE)
+        return statistics.median(ratios), min(ratios), max(ratios)
     av, bv = list(a.values()), list(b.values())
     return (
         statistics.median(av) / statistics.median(bv),
         min(av) / max(bv),
         max(av) / min(bv),
-        max(spread(av), spread(bv), TOLERANCE),
     )
 
 

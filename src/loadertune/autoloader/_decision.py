@@ -148,7 +148,7 @@ def probe_rows(tuner: Tuner) -> list[dict[str, object]]:
                 "startup_s": statistics.median(m.startup_s for m in ms),
                 "peak_rss_mb": max(m.peak_rss_mb for m in ms),
                 "failed": tuner.dropped.get(s, ""),
-                "raced": tuner.raced.get(s, ""),
+                "far_behind": tuner.far_behind.get(s, ""),
             }
         )
     return out
@@ -160,7 +160,7 @@ def _note(row: dict[str, object], chosen: str) -> str:
         return "chosen"
     if row["failed"]:
         return f"dropped: {row['failed']}"
-    return f"raced out: {row['raced']}" if row["raced"] else ""
+    return f"far behind: {row['far_behind']}" if row["far_behind"] else ""
 
 
 def report_text(decision: Decision | None, tuner: Tuner) -> str:

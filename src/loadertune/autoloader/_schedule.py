@@ -19,13 +19,16 @@ from loadertune.torch_rules import in_flight
 
 GUESS_STEPS = 4  # steps that load in the training process to measure load and step time
 ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs; settings
-# still in the race after them get more rounds while the budget lasts
+# still probed after them get more rounds while the budget lasts
 MIN_SEGMENT = 8  # fewest steps a probe segment is worth its worker start-up
 MAX_CANDIDATES = 5
-RACE = 1.5  # slower than a round's fastest by this factor in every round: no more rounds
+FAR_BEHIND = 1.5  # slower than a round's fastest by this factor in every round: no more rounds.
+# Not the verdict's "left the race" (loadertune.decision.out_of_race: 2% behind the fastest in
+# every paired round, two or more): AutoLoader pays each probe step in training time, and
+# leaves a setting only when it is far behind, after as little as one round.
 WIDEN = 2  # at most this many doublings beyond the most workers first planned
 BENCH = 3.0  # the default, measured first, predicted this much slower than the guess: not
-# probed again unless the first round's fastest fails to beat it by RACE
+# probed again unless the first round's fastest fails to beat it by FAR_BEHIND
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,7 @@ class Tuner:
     measures: list[Measure] = field(default_factory=list)
     queue: list[Segment] = field(default_factory=list)
     dropped: dict[Setting, str] = field(default_factory=dict)  # failed probes
-    raced: dict[Setting, str] = field(default_factory=dict)  # far slower: no more rounds
+    far_behind: dict[Setting, str] = field(default_factory=dict)  # no more rounds: why
     guess: Guess | None = None
     started: bool = False
     cands: list[Setting] = field(default_factory=list)  # compared in rounds
@@ -188,7 +191,7 @@ class Tuner:
                 return Segment(first, min(GUESS_STEPS, self.budget))
             fixed = candidates(0, self.max_workers, self.accelerator, self.fixed)
             self._plan(self.forced or fixed)
-        out = (set(self.dropped) | set(self.raced)).__contains__
+        out = (set(self.dropped) | set(self.far_behind)).__contains__
         self.queue = [s for s in self.queue if s.round < 0 or not out(s.setting)]
         if not self.queue:
             self._next_round()
@@ -198,7 +201,7 @@ class Tuner:
         """Record a finished segment; after the guess segment, plan the rounds."""
         self.measures.append(measure)
         if segment.round >= 0 and not any(s.round == segment.round for s in self.queue):
-            self._race()
+            self._leave_far_behind()
         if self.guess is None and segment.round < 0 and not self.cands and self.forced is None:
             self.guess = self._guess(measure)
             cands = candidates(self.guess.workers, self.max_workers, self.accelerator, self.fixed)
@@ -215,24 +218,24 @@ class Tuner:
         if slower < BENCH:
             return cands
         self.benched = {default: first.per_batch_s}
-        self.raced[default] = f"measured first, predicted {slower:.0f}x slower than the guess"
+        self.far_behind[default] = f"measured first, predicted {slower:.0f}x slower than the guess"
         return [c for c in cands if c != default]
 
-    def _race(self) -> None:
-        """Stop probing settings slower than the fastest by RACE in every round so far: far
-        beyond noise, they cannot be chosen, and each of their steps slows training."""
+    def _leave_far_behind(self) -> None:
+        """Stop probing settings slower than the fastest by FAR_BEHIND in every round so far:
+        far beyond noise, they cannot be chosen, and each of their steps slows training."""
         times = self.compared()
         if len(times) < 2:
             return
         best = {r: min(t[r] for t in times.values() if r in t) for t in times.values() for r in t}
         for setting, t in times.items():
             worst = min(v / best[r] for r, v in t.items())
-            if worst > RACE and setting not in self.raced:
-                self.raced[setting] = f"{worst:.1f}x slower than the fastest in every round"
+            if worst > FAR_BEHIND and setting not in self.far_behind:
+                self.far_behind[setting] = f"{worst:.1f}x slower than the fastest in every round"
         self._widen(times)
         for setting, first in list(self.benched.items()):
-            if min(best.values()) * RACE > first:  # the prediction was wrong: probe it too
-                del self.raced[setting], self.benched[setting]
+            if min(best.values()) * FAR_BEHIND > first:  # the prediction was wrong: probe it
+                del self.far_behind[setting], self.benched[setting]
                 self.cands.append(setting)
 
     def _widen(self, times: dict[Setting, dict[int, float]]) -> None:
@@ -292,9 +295,9 @@ class Tuner:
         self.extra_steps = max(0, (left - used) // (ROUNDS * max(k, 1)))
 
     def _next_round(self) -> None:
-        """Queue one more round over the settings still in the race, in a rotated order so
+        """Queue one more round over the settings still probed, in a rotated order so
         drift and the previous setting hit each alike, while the budget has room for it."""
-        alive = [c for c in self.cands if c not in self.dropped and c not in self.raced]
+        alive = [c for c in self.cands if c not in self.dropped and c not in self.far_behind]
         steps = {c: segment_length(c) + self.extra_steps for c in alive}
         if len(alive) < 2 or self.budget - self.spent < sum(steps.values()):
             return
@@ -317,7 +320,7 @@ class Tuner:
             "measures": [{**asdict(m), "setting": asdict(m.setting)} for m in self.measures],
             "queue": [{**asdict(s), "setting": asdict(s.setting)} for s in self.queue],
             "dropped": [[asdict(s), why] for s, why in self.dropped.items()],
-            "raced": [[asdict(s), why] for s, why in self.raced.items()],
+            "far_behind": [[asdict(s), why] for s, why in self.far_behind.items()],
             "guess": self._guess_state(),
             "started": self.started,
             "cands": [asdict(c) for c in self.cands],
@@ -349,7 +352,8 @@ class Tuner:
         ]
         self.queue = [Segment(**{**s, "setting": Setting(**s["setting"])}) for s in state["queue"]]
         self.dropped = {Setting(**s): why for s, why in state["dropped"]}
-        self.raced = {Setting(**s): why for s, why in state["raced"]}
+        left = state.get("far_behind", state.get("raced", []))  # "raced": an older checkpoint
+        self.far_behind = {Setting(**s): why for s, why in left}
         g = state["guess"]
         self.guess = None
         if g:  # the figures it came from give it again

@@ -118,8 +118,8 @@ class Recommendation:
         return self.chosen is self.fastest
 
 
-def compare(a: Candidate, b: Candidate) -> tuple[float, float, float, float]:
-    """(median, low, high, noise) of ``a``'s time over ``b``'s
+def compare(a: Candidate, b: Candidate) -> tuple[float, float, float]:
+    """(median, low, high) of ``a``'s time over ``b``'s
     (:func:`loadertune.paired_stats.compare`)."""
     return paired_stats.compare(a.by_round, b.by_round)
 
@@ -167,7 +167,7 @@ def recommend(cands: list[Candidate]) -> Recommendation:
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:
-            mid, low, high, _ = compare(c, chosen)
+            mid, low, high = compare(c, chosen)
             speedups[role] = (mid, low, high)
     unshown = [(measured[i], u) for i, u in choice.unshown.items()]
     noise = measured_noise(chosen, fastest)

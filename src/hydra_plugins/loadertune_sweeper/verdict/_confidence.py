@@ -74,12 +74,10 @@ def assess(
     it ran, with the noise every candidate's rounds show
     (:func:`loadertune.decision.findings`). One that left because more rounds could not
     change the pick is still compared with it, scatter included: it left close to it."""
-    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
-    measured = [c for c in cands if c.values and c not in raced]
+    measured, left = _compared_and_lost(cands)
     pooled, _ = pooled_ratio_sd(measured)
-    everyone = measured + raced
+    everyone = measured + left
     at = {id(c): i for i, c in enumerate(measured)}
-    left = raced
     f = decision.findings(
         rounds_of(measured),
         at[id(rec.chosen)],
@@ -111,9 +109,17 @@ def assess(
     )
 
 
-def _lost(c: Candidate) -> bool:
-    """It left the race by losing every round (older verdicts name no reason)."""
-    return c.left_why in ("", _candidates.LEFT_RACE)
+def _compared_and_lost(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """The measured candidates compared with the pick, and those that left the race by losing
+    every round (:data:`._candidates.LEFT_RACE`; older verdicts name no reason): no risk to
+    the pick, with fewer rounds. One that left because more rounds could not change the pick
+    is compared: it left close to it."""
+    lost = [
+        c
+        for c in cands
+        if c.values and c.left_after is not None and c.left_why in ("", _candidates.LEFT_RACE)
+    ]
+    return [c for c in cands if c.values and c not in lost], lost
 
 
 def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
@@ -140,9 +146,8 @@ def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:
 def _clear(rec: Recommendation, cands: list[Candidate], pairing: float, busy: float) -> str:
     """Why ``high``: the figures that cleared each risk. Settings that left the race are
     counted as such: they were ruled out round by round, not by the final interval."""
-    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
-    others = sum(1 for c in cands if c.values and c not in raced) - 1
-    left = len(raced)
+    compared, lost = _compared_and_lost(cands)
+    others, left = len(compared) - 1, len(lost)
     faster = (
         "It is the fastest setting measured"
         if rec.is_fastest
@@ -219,13 +224,14 @@ def next_round(
     return NextRound([], leave, "too close to call in the rounds allowed" if stuck else "settled")
 
 
-def _label_rounds(rec: Recommendation, cands: list[Candidate], least: int, most: int) -> list:  # type: ignore[type-arg]
+def _label_rounds(
+    rec: Recommendation, cands: list[Candidate], least: int, most: int
+) -> list[Candidate]:
     """The pick and the settings that keep its label from ``high``, when their rounds can
     still lift it within ``most`` rounds: no scatter past ``medium``'s lines (a range only
     widens), every setting that may beat it by more than ``MARGIN`` still in the race and
     able to show it does not, or only too few rounds of the pick. [] when it cannot rise."""
-    raced = [c for c in cands if c.values and c.left_after is not None and _lost(c)]
-    compared = [c for c in cands if c.values and c not in raced]
+    compared, _ = _compared_and_lost(cands)
     at = {id(c): i for i, c in enumerate(compared)}
     pooled, _ = pooled_ratio_sd(compared)
     times = rounds_of(compared)

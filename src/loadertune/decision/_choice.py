@@ -2,7 +2,9 @@
 rounds.
 
 Each setting is a key mapped to its times by round (``{round: time}``) and a cost the caller
-gives (a number or a tuple: lower is cheaper). The fastest is the lowest median time. A
+gives (a number or a tuple: lower is cheaper). The fastest is the lowest time once the
+rounds' effects are taken out (:func:`loadertune.paired_stats.round_free_times`), so a
+setting measured in fewer rounds is not ranked by which rounds those were. A
 cheaper setting is the pick only when the rounds *show* it as fast: the top of the 95%
 interval of its time over the fastest's within ``TOLERANCE``
 (:func:`loadertune.paired_stats.shown_as_fast`, with the noise all settings' rounds show
@@ -29,6 +31,7 @@ from loadertune.paired_stats import (
     may_be_faster,
     paired,
     pooled_log_sd,
+    round_free_times,
     shown_as_fast,
     shown_slower,
 )
@@ -61,9 +64,10 @@ class Choice(Generic[K]):
 
 
 def fastest(times: Mapping[K, Rounds]) -> K:
-    """The setting with the lowest median time (the first of equals), of those measured."""
-    measured = {k: v for k, v in times.items() if v}
-    return min(measured, key=lambda k: statistics.median(measured[k].values()))
+    """The setting with the lowest time, the rounds' effects taken out (the first of equals),
+    of those measured."""
+    level: dict[K, float] = round_free_times(times)
+    return min(level, key=level.__getitem__)
 
 
 # Less memory makes a setting cheaper only when it saves at least this share of the other's.

@@ -72,7 +72,8 @@ def run_rounds(
     tolerance leaves the race (:func:`._candidates.out_of_race`); from then on each round
     measures only what it can still buy (:func:`._confidence.next_round`), the others leave
     together, and the rounds stop once nothing is worth one, or at twice ``repeats``. Each
-    round measures its settings in :func:`rotated` order; ``pricing`` times the rounds and
+    round measures its settings in :func:`rotated` order (of ``cands``' order, whichever the
+    pick); ``pricing`` times the rounds and
     prices a rival's next one.
     """
     price = pricing or Pricing()
@@ -84,7 +85,8 @@ def run_rounds(
             step = next_round(cands, least, most, cpus, price.min_gain())
             for c, reason in step.leave:
                 _leave(c, alive, rounds, reason, note)
-            which, why = step.measure, step.why
+            chosen = {id(c) for c in step.measure}  # in the candidates' order, for rotated
+            which, why = [c for c in cands if id(c) in chosen], step.why
             if not which:
                 break
             if rounds >= repeats:

@@ -63,7 +63,7 @@ def compose_run_config(overrides: Sequence[str]) -> Any:
     """The RunConfig ``loadertune <overrides>`` would run, with tracking off."""
     from hydra import compose, initialize_config_dir
 
-    from loadertune import resolvers
+    from loadertune.checks import _resolvers as resolvers
     from loadertune.config import to_run_config
 
     resolvers.register()

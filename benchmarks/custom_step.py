@@ -36,7 +36,7 @@ from typing import Any
 from _common import ROOT
 from search_efficiency import NOISE_FLOOR, loader_overrides, remeasure, run, spread, study_of
 
-from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
+from loadertune.config import DEFAULT_PREFETCH_FACTOR
 
 EXAMPLES = ROOT / "examples"
 

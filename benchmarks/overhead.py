@@ -26,12 +26,11 @@ def bare_loop(config: Any, steps: int) -> float:
     """Time per sample (ms) of ``for batch in loader`` doing the trial's work for ``steps``."""
     import torch
 
+    from loadertune.config import in_flight
     from loadertune.datasets import build_dataset
-    from loadertune.loader import build_dataloader, effective_settings, to_device
+    from loadertune.loader import build_dataloader, effective_settings, resolve_device, to_device
+    from loadertune.measure import stream_sampler, warmup_steps
     from loadertune.models import build_train_step, split_batch
-    from loadertune.steady_state import stream_sampler, warmup_steps
-    from loadertune.torch_rules import in_flight
-    from loadertune.workload import resolve_device
 
     tc = config.trial
     torch.manual_seed(tc.seed)

@@ -34,7 +34,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from loadertune import resolvers
+from loadertune.checks import _resolvers as resolvers
 
 resolvers.register()
 
@@ -48,15 +48,14 @@ def train(cfg: DictConfig) -> float:
     import torch
 
     from loadertune import build_dataloader
+    from loadertune.checks import validate
     from loadertune.config import to_run_config
     from loadertune.datasets import build_dataset
     from loadertune.datasets.iterable import first_items, is_iterable
-    from loadertune.loader import to_device
+    from loadertune.loader import resolve_device, to_device
     from loadertune.models import build_train_step, split_batch
+    from loadertune.record import flatten, param_text, use_experiment
     from loadertune.storage import open_storage
-    from loadertune.tracking import flatten, param_text, use_experiment
-    from loadertune.validation import validate
-    from loadertune.workload import resolve_device
 
     options: dict[str, Any] = dict(cfg.get("train") or {})
     epochs = int(options.get("epochs", 2))

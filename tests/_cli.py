@@ -90,14 +90,15 @@ def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str)
 
     For a refusal, which ends before anything runs: a cold start of the command costs seconds
     (a sweep's start imports torch), the same code path here almost nothing. The process's
-    end (``loadertune.process_end.end``, which leaves by ``os._exit``) raises SystemExit
+    end (``loadertune.guards._process_end.end``, which leaves by ``os._exit``) raises SystemExit
     instead; the logging Hydra configures and the environment the command sets for itself
     (MLflow's bounded retries) are put back as they were, and a process the sweep forked (its
     MLflow store, made ahead) is waited for.
     """
     from hydra.core.global_hydra import GlobalHydra
 
-    from loadertune import cli, process_end
+    from loadertune import cli
+    from loadertune.guards import _process_end as process_end
 
     def end(code: object = None) -> NoReturn:
         raise SystemExit(process_end.exit_status(code))

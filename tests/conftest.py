@@ -13,7 +13,7 @@ from typing import NoReturn
 import pytest
 from omegaconf import DictConfig
 
-from loadertune import host_lock
+from loadertune.checks import _host_lock as host_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -9,9 +9,9 @@ import pytest
 from torch.utils.data import Dataset
 
 from loadertune import AutoLoader, build_dataloader
-from loadertune.config import LoaderConfig
-from loadertune.diagnosis import LABELS
-from loadertune.tracking import param_text
+from loadertune.config._typed import LoaderConfig
+from loadertune.measure._diagnosis import LABELS
+from loadertune.record._tracking import param_text
 
 CANDIDATES = [{"num_workers": 0}, {"num_workers": 1}]
 

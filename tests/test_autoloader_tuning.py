@@ -19,8 +19,8 @@ from loadertune.autoloader._schedule import (
     guess_workers,
 )
 from loadertune.decision import recommend
-from loadertune.diagnosis import LABELS
-from loadertune.paired_stats import compare
+from loadertune.measure._diagnosis import LABELS
+from loadertune.measure._paired_stats import compare
 
 
 @pytest.mark.parametrize(
@@ -274,7 +274,7 @@ def test_memory_reads_cost_every_setting_the_same_share_of_its_steps(workers: in
 
 def test_the_label_reads_the_steady_waits_not_the_switch_in() -> None:
     from loadertune.autoloader._decision import _diagnose
-    from loadertune.diagnosis import COMPUTE_BOUND, IO_BOUND
+    from loadertune.measure._diagnosis import COMPUTE_BOUND, IO_BOUND
 
     w1 = Setting(1, 2, True)
     # Three segments of a 25 ms step whose loading one worker hides: each segment's first
@@ -296,7 +296,7 @@ def test_the_label_reads_the_steady_waits_not_the_switch_in() -> None:
 
 def test_workers_queued_for_a_cpu_make_the_label_cpu_contended() -> None:
     from loadertune.autoloader._decision import _diagnose
-    from loadertune.diagnosis import CPU_CONTENDED, IO_BOUND
+    from loadertune.measure._diagnosis import CPU_CONTENDED, IO_BOUND
 
     w8 = Setting(8, 2, True)
     m = Measure(w8, 0, steps=40, counted=30, tree_cpu_s=0.5, peak_rss_mb=900.0)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from loadertune import resolvers
-from loadertune.config import to_run_config
+from loadertune.checks import _resolvers as resolvers
+from loadertune.checks._validation import validate
+from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.validation import validate
 
 from ._cli import run_cli, run_main
 from .conftest import CONF

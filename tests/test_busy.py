@@ -10,7 +10,7 @@ import pytest
 from hydra_plugins.loadertune_sweeper.plan._settings_checks import sweep_settings
 from hydra_plugins.loadertune_sweeper.trial._busy_machine import BusyPolicy
 from loadertune.errors import ConfigError
-from loadertune.interference import Interference
+from loadertune.machine._interference import Interference
 
 
 class Machine:

@@ -4,7 +4,7 @@ again while the load stays, beside a real CPU hog (outside this process's tree).
 from __future__ import annotations
 
 from hydra_plugins.loadertune_sweeper.trial._busy_machine import BusyPolicy, _probe
-from loadertune.interference import Interference
+from loadertune.machine._interference import Interference
 from tests.test_cpu_wait import cpu_hogs
 
 

@@ -18,8 +18,8 @@ from hydra_plugins.loadertune_sweeper.trial._trial_process import (
     _clean_up,
     _Follower,
 )
-from loadertune.channel import MessageKind, TrialChannel, TrialStatus
-from loadertune.timing import StepRecord
+from loadertune.measure._timing import StepRecord
+from loadertune.record._channel import MessageKind, TrialChannel, TrialStatus
 
 
 def test_enums_equal_their_plain_strings() -> None:

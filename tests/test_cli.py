@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from loadertune.diagnosis import COMPUTE_BOUND, WAIT_LOW, diagnose
-from loadertune.machine import cpu_budget
-from loadertune.precision import MAX_STEPS_FACTOR
+from loadertune.machine._host import cpu_budget
+from loadertune.measure._diagnosis import COMPUTE_BOUND, WAIT_LOW, diagnose
+from loadertune.measure._precision import MAX_STEPS_FACTOR
 from tests._cli import SCRIPT, run_cli
 from tests.conftest import with_tiny
 

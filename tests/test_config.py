@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 import pytest
 from omegaconf import DictConfig
 
-from loadertune.config import (
+from loadertune.checks._validation import validate
+from loadertune.config._typed import (
     CustomDatasetConfig,
     ImageFolderConfig,
     MLPConfig,
@@ -17,7 +18,6 @@ from loadertune.config import (
     to_run_config,
 )
 from loadertune.errors import ConfigError
-from loadertune.validation import validate
 
 Compose = Callable[[Sequence[str]], DictConfig]
 

@@ -1,6 +1,6 @@
 """One default per key: the YAML in ``conf/`` (the documentation users read) and the schemas.
 
-``conf/`` is the source of truth; the dataclasses that type it (``loadertune.config`` for a
+``conf/`` is the source of truth; the dataclasses that type it (``loadertune.config._typed`` for a
 trial, ``SweepSettings`` for ``hydra.sweeper``) must hold the same defaults, so a library user
 who builds one in Python, and the YAML a person reads, never disagree. Each check composes the
 real configs through Hydra and compares key by key.
@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.loadertune_sweeper import config as sweeper_config
 from hydra_plugins.loadertune_sweeper.config import SweepSettings
-from loadertune import config as run_config
-from loadertune import resolvers
+from loadertune.checks import _resolvers as resolvers
+from loadertune.config import _typed as run_config
 from tests.conftest import CONF
 
 resolvers.register()

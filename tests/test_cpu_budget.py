@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from loadertune import machine
-from loadertune.machine import CpuBudget, cgroup_cpu_quota, cpu_budget, cpus_per_rank
+from loadertune.machine import _host as machine
+from loadertune.machine._host import CpuBudget, cgroup_cpu_quota, cpu_budget, cpus_per_rank
 from tests._cli import SCRIPT
 from tests.conftest import FIXTURES, lacking, with_tiny
 
@@ -266,7 +266,7 @@ def test_machine_info_says_where_the_count_came_from() -> None:
 
 CPU_V1 = Path("/sys/fs/cgroup/cpu")
 REPORT = (
-    "import json; from loadertune.machine import cpu_budget, machine_info; b = cpu_budget(); "
+    "import json; from loadertune.machine._host import cpu_budget, machine_info; b = cpu_budget(); "
     "i = machine_info(); print(json.dumps([b.count, b.source, i['usable_cpus'], "
     "i['usable_cpus_source']]))"
 )

@@ -20,9 +20,9 @@ import pytest
 from torch.utils.data import DataLoader, Dataset
 
 from loadertune import run_trial
-from loadertune.config import to_run_config
-from loadertune.diagnosis import CPU_CONTENDED, IO_BOUND, Diagnosis, diagnose
-from loadertune.interference import InterferenceMeter
+from loadertune.config._typed import to_run_config
+from loadertune.machine._interference import InterferenceMeter
+from loadertune.measure._diagnosis import CPU_CONTENDED, IO_BOUND, Diagnosis, diagnose
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="Linux")
 

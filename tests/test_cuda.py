@@ -14,10 +14,10 @@ import torch
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.accelerator import CudaCopyTimer, copy_figures, tensor_bytes
-from loadertune.config import to_run_config
+from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
-from loadertune.timing import StepTimer
+from loadertune.measure._accelerator import CudaCopyTimer, copy_figures, tensor_bytes
+from loadertune.measure._timing import StepTimer
 
 Compose = Callable[[Sequence[str]], DictConfig]
 CUDA = torch.cuda.is_available()

@@ -22,12 +22,12 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from loadertune.config import CustomModelConfig, to_run_config
+from loadertune.checks._validation import validate
+from loadertune.config._targets import resolve
+from loadertune.config._typed import CustomModelConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.imports import resolve
-from loadertune.loader import tensors_in, to_device
+from loadertune.loader._build import tensors_in, to_device
 from loadertune.models._custom import default_loss
-from loadertune.validation import validate
 from tests._cli import SCRIPT, cli_env, run_cli
 from tests.conftest import FIXTURES, ROOT
 
@@ -202,7 +202,7 @@ def test_the_factory_gets_a_sample_batch_and_the_device(compose: Compose, on_pat
 def test_a_trial_trains_the_users_step_or_module(
     compose: Compose, on_path: None, step: list[str]
 ) -> None:
-    from loadertune.tracking import trial_params
+    from loadertune.record._tracking import trial_params
     from loadertune.trial import run_trial
 
     worker = ["loader.num_workers=1", "loader.worker_init_fn=varlen.data.seed_worker"]

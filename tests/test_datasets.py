@@ -16,13 +16,13 @@ import torch
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import ArrayShardsConfig, TokensConfig, to_run_config
+from loadertune.checks._validation import validate
+from loadertune.config._typed import ArrayShardsConfig, TokensConfig, to_run_config
 from loadertune.datasets import build_dataset
 from loadertune.datasets._cache import MARKER, ensure_generated
 from loadertune.datasets.array_shards import ArrayShardsDataset, ensure_array_shards
 from loadertune.datasets.tokens import TokenDataset, ensure_tokens
 from loadertune.errors import ConfigError
-from loadertune.validation import validate
 from tests.test_cli import loadertune
 from tests.window import assert_whole_window
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from loadertune.diagnosis import BUSY_MACHINE, LABELS, diagnose
+from loadertune.measure._diagnosis import BUSY_MACHINE, LABELS, diagnose
 
 BASE: dict[str, Any] = {
     "num_workers": 2,

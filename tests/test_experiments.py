@@ -9,7 +9,7 @@ import pytest
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import SimulatedModelConfig, ThrottledStorageConfig, to_run_config
+from loadertune.config._typed import SimulatedModelConfig, ThrottledStorageConfig, to_run_config
 from tests._cli import run_cli
 from tests.test_sweep import sweep
 from tests.window import assert_whole_window

@@ -24,7 +24,14 @@ import torch.utils.data as torch_data
 from optuna.trial import TrialState
 
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import INFEASIBLE, REASONS, Reason, TrialFailure, classify, classify_exit
+from loadertune.record._failures import (
+    INFEASIBLE,
+    REASONS,
+    Reason,
+    TrialFailure,
+    classify,
+    classify_exit,
+)
 from tests._cli import made_mlflow_store, start_cli
 from tests.test_sweep import finished, mlflow_runs, study_at
 
@@ -332,7 +339,7 @@ def test_a_reason_is_its_stored_word() -> None:
 def test_a_dead_workers_exit_code_names_how_it_died(
     codes: list[int | None], reason: Reason | None
 ) -> None:
-    from loadertune.failures import worker_death
+    from loadertune.record._failures import worker_death
 
     assert worker_death(codes) == reason
 
@@ -361,9 +368,9 @@ def test_a_worker_killed_unseen_by_pytorchs_sigchld_handler_is_still_out_of_memo
     worker is taken off the SIGCHLD handler here so the quieter check is the one that answers.
     """
     from loadertune import _torch_private
-    from loadertune.accelerator import copy_timer
-    from loadertune.step_loop import StepLoop, synchronizer
-    from loadertune.timing import StepTimer
+    from loadertune.loader._step_loop import StepLoop, synchronizer
+    from loadertune.measure._accelerator import copy_timer
+    from loadertune.measure._timing import StepTimer
 
     cue = tmp_path / "cue"
     loader = torch_data.DataLoader(

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial, workers_range
-from loadertune import preflight
-from loadertune.config import LoaderConfig
+from loadertune.checks import _preflight as preflight
+from loadertune.config._typed import LoaderConfig
 from loadertune.decision import guess
-from loadertune.result import TrialResult
-from loadertune.timing import StepRecord, summarize
+from loadertune.measure._timing import StepRecord, summarize
+from loadertune.record._result import TrialResult
 
 MS = 1e-3
 

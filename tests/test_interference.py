@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection
 import psutil
 import pytest
 
-from loadertune.interference import (
+from loadertune.machine._interference import (
     CpuReading,
     Interference,
     InterferenceMeter,

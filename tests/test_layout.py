@@ -1,5 +1,6 @@
-"""The source tree's shape: no import cycle, the sweeper's wings import only downward, each
-wing lists its rooms, and modules and functions stay small enough to read in one pass."""
+"""The source tree's shape: no import cycle, the core's packages and the sweeper's wings import
+only downward, each lists its rooms, and modules and functions stay small enough to read in one
+pass."""
 
 from __future__ import annotations
 
@@ -10,12 +11,33 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+CORE = SRC / "loadertune"
 SWEEPER = SRC / "hydra_plugins" / "loadertune_sweeper"
 ARCHITECTURE = SRC.parent / "docs" / "architecture.md"
 # The sweeper's wings, bottom to top: a room may import rooms of its own wing or of a wing
 # listed before it (and the top-level rooms: config, the schemas, the private fences).
 WINGS = ["study", "plan", "verdict", "record", "trial", "engine", "launch"]
-MAX_TOP_LEVEL = 14
+MAX_TOP_LEVEL = 12
+# The core's packages, bottom to top: a module may import its own package, a package listed
+# before it, and the top-level fences (errors, exit statuses, the private names of PyTorch and
+# Hydra); the other top-level modules (the command, run_trial, the public API) sit above all.
+PACKAGES = [
+    "config",
+    "machine",
+    "measure",
+    "decision",
+    "record",
+    "storage",
+    "datasets",
+    "models",
+    "checks",
+    "guards",
+    "loader",
+    "ranks",
+    "autoloader",
+]
+FENCES = ["errors", "exit_status", "_torch_private", "_hydra_private"]
+MAX_CORE_TOP_LEVEL = 8  # modules, __init__ and __main__ included
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -123,12 +145,79 @@ def test_the_sweepers_top_level_is_small_and_every_wing_lists_its_rooms() -> Non
         assert listed == rooms, f"{wing}/__init__.py lists {sorted(listed)}, holds {sorted(rooms)}"
 
 
+def _package(module: str) -> str | None:
+    """The core package ``module`` lives in, or ``.name`` for a top-level module; None outside
+    the core and for ``loadertune`` itself (every import of ours names it)."""
+    parts = module.split(".")
+    if parts[0] != "loadertune" or len(parts) == 1:
+        return None
+    return f".{parts[1]}" if (CORE / f"{parts[1]}.py").is_file() else parts[1]
+
+
+def test_the_cores_packages_import_only_downward() -> None:
+    fences = {f".{f}" for f in FENCES}
+    upward = []
+    for name, deps in _graph().items():
+        package = _package(name)
+        if package not in PACKAGES:
+            continue
+        for dep in deps:
+            other = _package(dep)
+            if other is None or other in fences or other == "conf":
+                continue
+            if other not in PACKAGES or PACKAGES.index(other) > PACKAGES.index(package):
+                upward.append(f"{name} -> {dep}")
+    assert upward == []
+
+
+def test_no_import_cycle_between_the_cores_packages() -> None:
+    graph: dict[str, set[str]] = {}
+    for name, deps in _graph().items():
+        package = _package(name)
+        if package is not None:
+            graph.setdefault(package, set()).update(
+                other for d in deps if (other := _package(d)) not in (None, package)
+            )
+    assert _cycle(graph) is None
+
+
+def test_the_cores_top_level_is_small_and_every_package_lists_its_rooms() -> None:
+    top = sorted(p.name for p in CORE.glob("*.py"))
+    assert len(top) <= MAX_CORE_TOP_LEVEL, top
+    packages = sorted(
+        p.name for p in CORE.iterdir() if (p / "__init__.py").is_file() and p.name != "conf"
+    )
+    assert packages == sorted(PACKAGES)
+    for package in PACKAGES:
+        doc = ast.get_docstring(ast.parse((CORE / package / "__init__.py").read_text())) or ""
+        rooms = {p.stem for p in (CORE / package).glob("_*.py") if p.name != "__init__.py"}
+        listed = set(re.findall(r"``(_[a-z_]+)``", doc))
+        assert listed == rooms, f"{package}/__init__ lists {sorted(listed)}, holds {sorted(rooms)}"
+
+
 def test_the_architecture_notes_name_every_room() -> None:
     text = ARCHITECTURE.read_text()
     missing = [
         f"{p.parent.name}/{p.name}"
         for p in SWEEPER.glob("*/_*.py")
         if p.name != "__init__.py" and f"`{p.parent.name}/{p.name}`" not in text
+    ]
+    assert missing == []
+
+
+def test_the_architecture_notes_name_every_core_package_and_room() -> None:
+    """One line a package: ``- `loadertune/<package>/`: ...`` naming each of its rooms."""
+    text = ARCHITECTURE.read_text()
+    lines = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^- `loadertune/([a-z_]+)/`:(.*)$", text, re.MULTILINE)
+    }
+    assert sorted(lines) == sorted(PACKAGES)
+    missing = [
+        f"{package}/{p.name}"
+        for package in PACKAGES
+        for p in (CORE / package).glob("_*.py")
+        if p.name != "__init__.py" and f"`{p.stem}`" not in lines[package]
     ]
     assert missing == []
 

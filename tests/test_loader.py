@@ -12,16 +12,16 @@ import torch
 from omegaconf import OmegaConf
 
 from loadertune import build_dataloader
-from loadertune.config import LoaderConfig
+from loadertune.checks._preflight import worker_cap
+from loadertune.config._typed import LoaderConfig
 from loadertune.errors import ConfigError
-from loadertune.loader import (
+from loadertune.loader._build import (
     dataloader_kwargs,
     effective_settings,
     loader_config,
     read_loader_yaml,
     tuned_for,
 )
-from loadertune.preflight import worker_cap
 
 
 class Squares(torch.utils.data.Dataset[tuple[torch.Tensor, int]]):

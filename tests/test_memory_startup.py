@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from loadertune.memory_watch import BudgetPacer, expect_workers, listen_for_workers
-from loadertune.preflight import worker_mb
+from loadertune.checks._preflight import worker_mb
+from loadertune.guards._memory_watch import BudgetPacer, expect_workers, listen_for_workers
 from tests._cli import run_cli
 from tests.conftest import with_tiny
 from tests.test_sweep import NAMED, finished, mlflow_runs, sweep

@@ -11,13 +11,13 @@ import torch
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import ResNet18Config, TransformerConfig, to_run_config
+from loadertune.checks._validation import validate
+from loadertune.config._typed import ResNet18Config, TransformerConfig, to_run_config
 from loadertune.errors import ConfigError
 from loadertune.models import build_train_step, check_model
 from loadertune.models._steps import RealStep
 from loadertune.models._transformer import TokenTransformer, next_token_loss
 from loadertune.models._vision import resnet18
-from loadertune.validation import validate
 from tests.window import assert_whole_window
 
 Compose = Callable[[Sequence[str]], DictConfig]

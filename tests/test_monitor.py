@@ -17,8 +17,8 @@ from multiprocessing.connection import Connection
 import psutil
 import pytest
 
-from loadertune.monitor import ProcessTreeMonitor, ResourceSample, peak_memory_bytes
-from loadertune.tree_sampler import TreeSampler
+from loadertune.machine._monitor import ProcessTreeMonitor, ResourceSample, peak_memory_bytes
+from loadertune.machine._tree_sampler import TreeSampler
 
 MB = 2**20
 BURN_S = 0.3  # CPU seconds the child spends, by its own clock

@@ -20,8 +20,8 @@ from hydra_plugins.loadertune_sweeper.plan._samplers import create_sampler
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import SweepPlan
 from hydra_plugins.loadertune_sweeper.trial._outcome import answer_trial
 from hydra_plugins.loadertune_sweeper.trial._trial_process import TrialOutcome
-from loadertune.channel import TrialStatus
-from loadertune.config import RunConfig
+from loadertune.config._typed import RunConfig
+from loadertune.record._channel import TrialStatus
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

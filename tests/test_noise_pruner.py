@@ -12,7 +12,7 @@ from hydra_plugins.loadertune_sweeper.trial._noise_pruner import (
     block_ms,
     hopeless,
 )
-from loadertune.timing import StepRecord
+from loadertune.measure._timing import StepRecord
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

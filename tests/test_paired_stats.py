@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadertune import paired_stats
+from loadertune.measure import _paired_stats as paired_stats
 
 
 def test_ratios_pair_only_the_rounds_both_were_measured_in() -> None:

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from loadertune.config import TrialConfig
+from loadertune.checks._validation import validate_trial
+from loadertune.config._typed import TrialConfig
 from loadertune.errors import ConfigError
-from loadertune.precision import (
+from loadertune.measure._precision import (
     MAX_STEPS_FACTOR,
     MIN_BLOCKS,
     StopRule,
@@ -17,8 +18,7 @@ from loadertune.precision import (
     relative_half_width,
     t975,
 )
-from loadertune.timing import StepRecord, summarize
-from loadertune.validation import validate_trial
+from loadertune.measure._timing import StepRecord, summarize
 
 
 def steps(phases: list[tuple[float, float]], samples: int = 10) -> list[StepRecord]:

@@ -247,7 +247,7 @@ def test_max_steps_error_says_the_factor_the_code_uses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command's main, in-process."""
-    from loadertune.precision import MAX_STEPS_FACTOR, StopRule
+    from loadertune.measure._precision import MAX_STEPS_FACTOR, StopRule
 
     args = [f"paths.output_root={tmp_path}", *FAST, "trial.steps=4", "trial.max_steps=2"]
     status = run_main(monkeypatch, tmp_path, *args)
@@ -369,7 +369,7 @@ def test_a_range_changed_on_resume_drops_stale_queued_trials_and_recommends_insi
 def test_the_use_line_names_the_output_root_of_the_export(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from loadertune.exported import use_command
+    from loadertune.loader._exported import use_command
 
     monkeypatch.chdir(tmp_path)
     assert use_command("outputs/conf/loader/best.yaml") == "loadertune loader=best"

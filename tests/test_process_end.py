@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from loadertune.process_end import exit_status
+from loadertune.guards._process_end import exit_status
 
 PROGRAM = """
 import atexit, sys, threading, time
-from loadertune.process_end import end
+from loadertune.guards._process_end import end
 atexit.register(lambda: print("handler ran", flush=True))
 def late():
     time.sleep(0.2)

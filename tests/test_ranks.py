@@ -15,13 +15,13 @@ import torch
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import to_run_config
-from loadertune.failures import TrialFailure
+from loadertune.config._typed import to_run_config
+from loadertune.loader._rank_share import RankShare
+from loadertune.measure._timing import StepRecord, summarize
 from loadertune.ranks import launch
 from loadertune.ranks.board import Board, hung_rank
 from loadertune.ranks.node import node_summary
-from loadertune.ranks.share import RankShare
-from loadertune.timing import StepRecord, summarize
+from loadertune.record._failures import TrialFailure
 
 Compose = Callable[[Sequence[str]], DictConfig]
 TWO = ["++trial.nproc_per_node=2"]
@@ -193,8 +193,8 @@ def test_a_taken_rendezvous_port_is_retried_on_another(
 
 
 def test_the_diagnosis_names_the_slowest_rank_and_what_held_it() -> None:
-    from loadertune.diagnosis import slowest_rank
-    from loadertune.result import RankFigures
+    from loadertune.measure._diagnosis import slowest_rank
+    from loadertune.record._result import RankFigures
 
     fast = RankFigures(0, 10.0, 0.05, 0.1, 9.0, 0.50, 48, 0.4, 1)
     starved = RankFigures(1, 11.0, 0.60, 0.1, 4.0, 0.53, 48, 0.4, 1)

@@ -16,12 +16,13 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from hydra_plugins.loadertune_sweeper.plan import _baselines, _sweep_plan
 from hydra_plugins.loadertune_sweeper.plan._baselines import Role
 from hydra_plugins.loadertune_sweeper.plan._guess import from_default_trial
-from loadertune import preflight, validation
-from loadertune.config import LoaderConfig, RunConfig, TrialConfig, to_run_config
+from loadertune.checks import _preflight as preflight
+from loadertune.checks import _validation as validation
+from loadertune.config._search_rules import _trial_identity, effective_key
+from loadertune.config._typed import LoaderConfig, RunConfig, TrialConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.failures import InfeasibleSetting
-from loadertune.machine import CpuBudget
-from loadertune.search_rules import _trial_identity, effective_key
+from loadertune.machine._host import CpuBudget
+from loadertune.record._failures import InfeasibleSetting
 from tests.test_guess_synthetic import BUDGET_MB, default_trial
 
 
@@ -211,7 +212,8 @@ def test_the_default_workers_range_is_twice_the_cpus_of_each_rank(
 ) -> None:
     from hydra import compose, initialize_config_dir
 
-    from loadertune import machine, resolvers
+    from loadertune.checks import _resolvers as resolvers
+    from loadertune.machine import _host as machine
 
     monkeypatch.setattr(machine, "usable_cpus", lambda: cpus)
     resolvers.register()

@@ -128,7 +128,7 @@ def test_the_export_of_a_two_rank_sweep_says_it_is_per_rank(two_rank_sweep: Swep
     assert "Tuned for 2 ranks per node" in text
     from omegaconf import OmegaConf
 
-    from loadertune.loader import loader_config, tuned_for
+    from loadertune.loader._build import loader_config, tuned_for
 
     node = OmegaConf.load(exported)
     assert tuned_for(node) == 2

@@ -19,7 +19,7 @@ from hydra_plugins.loadertune_sweeper._keys import Tag, TrialAttr
 from hydra_plugins.loadertune_sweeper.engine._repair import resumed
 from hydra_plugins.loadertune_sweeper.record._mlflow_runs import SweepRecorder, child_tags
 from hydra_plugins.loadertune_sweeper.study._storage import fail_orphaned_trials
-from loadertune.config import TrackingConfig
+from loadertune.config._typed import TrackingConfig
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loadertune.tracking import param_text
+from loadertune.record._tracking import param_text
 from tests._review_sweep import ReviewedSweep, reviewed_sweep
 
 pytestmark = pytest.mark.slow

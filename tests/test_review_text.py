@@ -13,8 +13,8 @@ from hydra_plugins.loadertune_sweeper.plan._baselines import Role
 from hydra_plugins.loadertune_sweeper.record._console import outcome_lines, table_rows
 from hydra_plugins.loadertune_sweeper.verdict import _candidates
 from hydra_plugins.loadertune_sweeper.verdict._text import ORDER, details, verdict_markdown
-from loadertune.report import WIDE, wide_console
-from loadertune.tracking import param_text, ui_hint
+from loadertune.record._report import WIDE, wide_console
+from loadertune.record._tracking import param_text, ui_hint
 
 
 def _cand(

@@ -8,9 +8,9 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import cap_range
-from loadertune.config import RunConfig, to_run_config
-from loadertune.preflight import WorkerCap
-from loadertune.shards import shard_limit
+from loadertune.checks._preflight import WorkerCap
+from loadertune.checks._shards import shard_limit
+from loadertune.config._typed import RunConfig, to_run_config
 
 
 def _cap_at_shards(space: dict[str, Any], base: RunConfig) -> int | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hydra_plugins.loadertune_sweeper.trial._stall_watch import StallWatch
-from loadertune.channel import MessageKind
+from loadertune.record._channel import MessageKind
 
 
 class Clock:

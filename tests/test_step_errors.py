@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import torch
 
-from loadertune.accelerator import HostCopyTimer
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import REASONS, USER_BUGS, Reason, StepError, classify
+from loadertune.loader._step_loop import StepLoop
+from loadertune.measure._accelerator import HostCopyTimer
+from loadertune.measure._timing import StepTimer
 from loadertune.models._batch import split_batch
-from loadertune.step_loop import StepLoop
-from loadertune.timing import StepTimer
+from loadertune.record._failures import REASONS, USER_BUGS, Reason, StepError, classify
 from tests._cli import run_cli
 from tests.test_sweep import finished
 

@@ -17,7 +17,7 @@ import pytest
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import (
+from loadertune.config._typed import (
     MemoryStorageConfig,
     StorageConfig,
     ThrottledStorageConfig,

@@ -15,10 +15,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from hydra_plugins.loadertune_sweeper.record._store_ahead import make_store_ahead
-from loadertune.config import TrackingConfig
-from loadertune.mlflow_store import sqlite_file
-from loadertune.result_stores import bounded_tracking_retries
-from loadertune.tracking import use_experiment
+from loadertune.config._typed import TrackingConfig
+from loadertune.record._mlflow_store import sqlite_file
+from loadertune.record._result_stores import bounded_tracking_retries
+from loadertune.record._tracking import use_experiment
 
 OPENERS = 4  # processes released together onto one fresh store
 WAIT_S = 600.0  # far past what a loaded machine takes to migrate a store once

@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from loadertune import build_dataloader
-from loadertune.config import (
+from loadertune.checks._shards import configured_shards, shard_limit, shards_of
+from loadertune.checks._validation import validate
+from loadertune.config._typed import (
     HFIterableConfig,
     RunConfig,
     ThrottledStorageConfig,
@@ -21,9 +23,7 @@ from loadertune.config import (
 )
 from loadertune.datasets import build_dataset, check_dataset
 from loadertune.errors import ConfigError
-from loadertune.shards import configured_shards, shard_limit, shards_of
 from loadertune.storage import open_storage
-from loadertune.validation import validate
 
 
 def _config(tmp_path: Path, dataset: dict[str, object], **loader: object) -> RunConfig:

@@ -10,11 +10,11 @@ import pytest
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import LoaderConfig, to_run_config
-from loadertune.diagnosis import diagnose_result
+from loadertune.checks._shards import Shards, check_shards, shards_of
+from loadertune.config._typed import LoaderConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.shards import Shards, check_shards, shards_of
-from loadertune.timing import StepTimer
+from loadertune.measure._diagnosis import diagnose_result
+from loadertune.measure._timing import StepTimer
 
 Compose = Callable[[Sequence[str]], DictConfig]
 

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.loadertune_sweeper.study._study_file import StudyFile, StudyLost, store_failure
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import Reason
+from loadertune.record._failures import Reason
 from tests.test_failures import SLOW, _running_trial, _wait_for, faulty_sweep, processes_under
 from tests.test_sweep import mlflow_runs
 

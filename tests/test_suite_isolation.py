@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadertune import host_lock
+from loadertune.checks import _host_lock as host_lock
 
 
 @pytest.fixture(scope="module")

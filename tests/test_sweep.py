@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from loadertune import run_trial
-from loadertune.config import to_run_config
+from loadertune.config._typed import to_run_config
 from tests._cli import made_mlflow_store, run_cli, sweep_args
 
 pytestmark = pytest.mark.slow

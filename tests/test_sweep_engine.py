@@ -12,7 +12,7 @@ from hydra.plugins.sweeper import Sweeper
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import render, suggest
-from loadertune.search_rules import applies, suggestion_order
+from loadertune.config._search_rules import applies, suggestion_order
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

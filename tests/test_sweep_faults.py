@@ -21,11 +21,12 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from loadertune import host_lock, preflight
-from loadertune.config import LoaderConfig
+from loadertune.checks import _host_lock as host_lock
+from loadertune.checks import _preflight as preflight
+from loadertune.config._typed import LoaderConfig
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.failures import InfeasibleSetting, error_signature
+from loadertune.record._failures import InfeasibleSetting, error_signature
 from tests._cli import SCRIPT, run_cli, run_main
 from tests.conftest import lacking
 from tests.test_failures import (
@@ -75,7 +76,7 @@ def test_error_signature_names_type_and_innermost_frame() -> None:
 HOLD = """
 import sys, time
 from pathlib import Path
-from loadertune.host_lock import timing_lock
+from loadertune.checks._host_lock import timing_lock
 with timing_lock("a sweep of study 'held'", directory=Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -278,7 +279,7 @@ def test_a_full_or_read_only_output_root_is_one_line(
 
 
 def test_result_files_are_written_whole_or_not_at_all(tmp_path: Path) -> None:
-    from loadertune.result_stores import write_text_atomically
+    from loadertune.record._result_stores import write_text_atomically
 
     path = tmp_path / "best_loader.yaml"
     write_text_atomically(path, "old: 1\n")
@@ -547,6 +548,6 @@ def test_a_changed_choice_list_is_one_line_not_a_traceback(
     ],
 )
 def test_a_full_disk_is_told_from_a_full_dev_shm(text: str, full: bool) -> None:
-    from loadertune.result_stores import says_disk_full
+    from loadertune.record._result_stores import says_disk_full
 
     assert says_disk_full(text) is full

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loadertune.timing import StepTimer, summarize
+from loadertune.measure._timing import StepTimer, summarize
 
 
 class FakeClock:

@@ -109,7 +109,7 @@ def test_only_a_server_can_be_lost(tmp_path: Path) -> None:
     server (a full disk mid-sweep once ended with 'the MLflow tracking server sqlite:///...
     stopped answering'); a dead port is a lost server."""
     from hydra_plugins.loadertune_sweeper.record._server_loss import server_gone
-    from loadertune.result_stores import StoreUnavailable, check_tracking_server
+    from loadertune.record._result_stores import StoreUnavailable, check_tracking_server
 
     unwritable = tmp_path / "a-file"
     unwritable.write_text("not a folder")  # no folder can be made under it, root or not

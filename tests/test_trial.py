@@ -10,9 +10,9 @@ import pytest
 from omegaconf import DictConfig
 
 from loadertune import run_trial
-from loadertune.config import to_run_config
+from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
-from loadertune.precision import MAX_STEPS_FACTOR, rate_ci
+from loadertune.measure._precision import MAX_STEPS_FACTOR, rate_ci
 
 Compose = Callable[[Sequence[str]], DictConfig]
 
@@ -155,7 +155,7 @@ def test_steps_beyond_the_dataset_read_it_again_in_one_stream(compose: Compose) 
 def test_stream_is_whole_shuffled_passes() -> None:
     import torch
 
-    from loadertune.steady_state import stream_sampler
+    from loadertune.measure._steady_state import stream_sampler
 
     stream = stream_sampler(5, 12, shuffle=True, generator=torch.Generator().manual_seed(0))
     order = list(stream)

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from loadertune.errors import ConfigError
-from loadertune.failures import TrialFailure, classify
-from loadertune.memory_watch import BudgetPacer
-from loadertune.worker_output import _Scanner, read_fault
+from loadertune.guards._memory_watch import BudgetPacer
+from loadertune.guards._worker_output import _Scanner, read_fault
+from loadertune.record._failures import TrialFailure, classify
 from tests._cli import SCRIPT, run_cli
 from tests.conftest import CONF
 
@@ -196,7 +196,7 @@ def test_inside_the_trial_pss_is_not_read_far_from_the_budget() -> None:
 def test_far_from_the_budget_pss_readings_are_paced_by_their_cost() -> None:
     """A PSS reading of a PyTorch tree takes tens of milliseconds: far from the budget the
     sweep reads it at most PSS_CPU_SHARE of the time; near it, as often as it needs."""
-    from loadertune.memory_watch import PSS_CPU_SHARE
+    from loadertune.guards._memory_watch import PSS_CPU_SHARE
 
     reads: list[float] = []
     cost = 0.02  # seconds one reading takes here
@@ -232,8 +232,8 @@ def test_the_pacer_samples_faster_near_the_budget() -> None:
 
 
 def test_a_memory_budget_must_be_positive(compose: object) -> None:
-    from loadertune.config import to_run_config
-    from loadertune.validation import validate
+    from loadertune.checks._validation import validate
+    from loadertune.config._typed import to_run_config
 
     cfg = compose(["trial.memory_budget_mb=0"])  # type: ignore[operator]
     with pytest.raises(ConfigError, match=r"trial\.memory_budget_mb"):
@@ -349,8 +349,8 @@ def test_a_single_trial_past_its_memory_budget_is_stopped(tmp_path: Path) -> Non
 
 STOPPER = """
 import signal, sys, threading, time
-from loadertune.failures import TrialFailure
-from loadertune.trial_stop import TrialStopper
+from loadertune.record._failures import TrialFailure
+from loadertune.guards._trial_stop import TrialStopper
 
 block, hard = sys.argv[1] == "block", sys.argv[2] == "hard"
 try:

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from loadertune.config import LoaderConfig, TrialConfig
+from loadertune.checks._validation import validate_loader, validate_trial
+from loadertune.config._typed import LoaderConfig, TrialConfig
 from loadertune.errors import ConfigError
-from loadertune.validation import validate_loader, validate_trial
 
 BAD_LOADERS = [
     ({"num_workers": -1}, "loader.num_workers=-1", "integer >= 0"),

@@ -12,8 +12,8 @@ from optuna.trial import create_trial
 from hydra_plugins.loadertune_sweeper.plan import _baselines
 from hydra_plugins.loadertune_sweeper.plan._baselines import Role
 from hydra_plugins.loadertune_sweeper.verdict import _candidates
-from loadertune import paired_stats
-from loadertune.loader import loader_yaml
+from loadertune.loader._build import loader_yaml
+from loadertune.measure import _paired_stats as paired_stats
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from loadertune.config import to_run_config
+from loadertune.config._typed import to_run_config
 
 _CHECK = textwrap.dedent(
     """

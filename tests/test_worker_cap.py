@@ -13,12 +13,14 @@ from omegaconf import DictConfig
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import cap_range
-from loadertune import preflight, resolvers, validation
 from loadertune.autoloader import _loader
-from loadertune.config import LoaderConfig, to_run_config
+from loadertune.checks import _preflight as preflight
+from loadertune.checks import _resolvers as resolvers
+from loadertune.checks import _validation as validation
+from loadertune.checks._shards import Shards
+from loadertune.config._typed import LoaderConfig, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.machine import CpuBudget
-from loadertune.shards import Shards
+from loadertune.machine._host import CpuBudget
 
 GB = 2**30
 MB = 2**20
@@ -37,7 +39,7 @@ def _machine(monkeypatch: pytest.MonkeyPatch, memory_gb: float, nofile: int, cpu
     )
     budget = CpuBudget(cpus, "cgroup", 64, cpus)
     monkeypatch.setattr(validation, "cpu_budget", lambda: budget)
-    monkeypatch.setattr("loadertune.machine.cpu_budget", lambda: budget)
+    monkeypatch.setattr("loadertune.machine._host.cpu_budget", lambda: budget)
 
 
 def test_memory_caps_a_machine_and_the_refusal_says_what_each_worker_holds(

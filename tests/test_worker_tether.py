@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadertune.worker_tether import TetheredInit, tether
+from loadertune.guards._worker_tether import TetheredInit, tether
 
 # A training process whose two workers take 1.5 s to start (their own worker_init_fn): it
 # is killed as soon as both have started, long before either has finished starting.
@@ -29,7 +29,7 @@ _KILLED_MID_START = textwrap.dedent(
     from pathlib import Path
     import torch
     from torch.utils.data import DataLoader
-    from loadertune.worker_tether import tether
+    from loadertune.guards._worker_tether import tether
 
     folder = Path(sys.argv[1])
 

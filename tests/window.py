@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadertune.precision import MAX_STEPS_FACTOR
-from loadertune.result import TrialResult
+from loadertune.measure._precision import MAX_STEPS_FACTOR
+from loadertune.record._result import TrialResult
 
 
 def assert_whole_window(result: TrialResult, steps: int, batch_size: int) -> None:

@@ -26,18 +26,18 @@ if TYPE_CHECKING:
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
     from loadertune.loader import build_dataloader, to_device
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
     from loadertune.trial import run_trial
 
 _WHERE = {
     "AutoLoader": "loadertune.autoloader",
     "ConfigError": "loadertune.errors",
-    "LoaderConfig": "loadertune.config",
-    "TrialResult": "loadertune.result",
-    "build_dataloader": "loadertune.loader",
+    "LoaderConfig": "loadertune.config._typed",
+    "TrialResult": "loadertune.record._result",
+    "build_dataloader": "loadertune.loader._build",
     "prepare_autoloader": "loadertune.autoloader",
     "run_trial": "loadertune.trial",
-    "to_device": "loadertune.loader",
+    "to_device": "loadertune.loader._build",
 }
 
 

@@ -17,35 +17,42 @@ from hydra.errors import MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
-from loadertune import channel, resolvers
 from loadertune._hydra_private import composition_errors
-from loadertune.channel import MessageKind
+from loadertune.checks import HostBusy, timing_lock, validate
+from loadertune.checks import _resolvers as resolvers
 from loadertune.config import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus, status_of
-from loadertune.exported import check_loader_choice, output_root_of
-from loadertune.failures import (
+from loadertune.guards import end
+from loadertune.loader import check_loader_choice, output_root_of
+from loadertune.measure import too_short
+from loadertune.record import (
     REASONS,
     USER_BUGS,
     InfeasibleSetting,
+    MessageKind,
     Reason,
+    StoreUnavailable,
     TrialFailure,
+    artifact_root,
+    check_tracking_server,
+    check_writable,
     classify,
     error_signature,
     failed_status,
+    log_trial,
+    mlflow_run,
+    print_summary,
+    step_progress,
+    tracking_uri,
+    ui_hint,
 )
-from loadertune.host_lock import HostBusy, timing_lock
-from loadertune.precision import too_short
-from loadertune.process_end import end
-from loadertune.report import print_summary, step_progress
-from loadertune.result_stores import StoreUnavailable, check_tracking_server, check_writable
-from loadertune.tracking import artifact_root, log_trial, mlflow_run, tracking_uri, ui_hint
+from loadertune.record import _channel as channel
 from loadertune.trial import run_trial
-from loadertune.validation import validate
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
 
 resolvers.register()
 
@@ -54,7 +61,7 @@ def run_from_hydra(cfg: DictConfig) -> float:
     """Run one trial from a composed config, record it, and return its objective.
 
     Under the loadertune sweeper the trial streams to the sweep process instead, which
-    records it (see :mod:`loadertune.channel`). On its own, anything that stops it ends in
+    records it (see :mod:`loadertune.record._channel`). On its own, anything that stops it ends in
     one line and an exit status (:mod:`loadertune.exit_status`).
     """
 
@@ -109,7 +116,7 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
 
 def _report_raised(exc: Exception) -> NoReturn:
     """A trial that raised: its traceback without loadertune's and Hydra's frames, then one
-    line with the reason (:func:`loadertune.failures.classify`), where and the fix."""
+    line with the reason (:func:`loadertune.record._failures.classify`), where and the fix."""
 
     text = "".join(traceback.format_exception(exc))
     reason = classify(type(exc).__name__, text)
@@ -140,7 +147,7 @@ def _ours(filename: str) -> bool:
 
 def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:
     """A window the time limit cut below the steps a rate needs is a failed trial, not a
-    figure (:func:`loadertune.precision.too_short`)."""
+    figure (:func:`loadertune.measure._precision.too_short`)."""
 
     why = too_short(len(result.steps), config.trial.time_limit_s) if result.truncated else None
     if why:
@@ -198,7 +205,7 @@ _GROUPS = {
 def main() -> NoReturn:
     """Console-script entry point: the output root checked first, since Hydra writes there
     before anything else runs (a read-only or full disk: one line, exit status 5); the end
-    without Python's module teardown (:mod:`loadertune.process_end`)."""
+    without Python's module teardown (:mod:`loadertune.guards._process_end`)."""
 
     sys.argv = sweeper_shortcuts(sys.argv)
     check_loader_option(sys.argv[1:])
@@ -214,7 +221,7 @@ def main() -> NoReturn:
             _hydra_main()
     except SystemExit as done:  # Hydra's errors and the sweep's exit statuses
         end(done.code)
-    end(0)  # every record is written: no module teardown (loadertune.process_end)
+    end(0)  # every record is written: no module teardown (loadertune.guards._process_end)
 
 
 def _refuse_override(exc: Exception) -> NoReturn:
@@ -258,7 +265,7 @@ def override_problem(exc: Exception) -> str:
 
 def check_loader_option(argv: list[str]) -> None:
     """``loader=<exported option>`` that is missing or broken: one line, exit status 2, before
-    Hydra composes (:func:`loadertune.exported.check_loader_choice`)."""
+    Hydra composes (:func:`loadertune.loader._exported.check_loader_choice`)."""
 
     try:
         check_loader_choice(argv)

@@ -10,18 +10,36 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from loadertune.accelerator import GpuMonitor, HostCopyTimer, copy_figures, copy_timer
+from loadertune.checks import validate
 from loadertune.config import RunConfig, TrialConfig
-from loadertune.interference import Interference, InterferenceMeter
-from loadertune.monitor import peak_memory_bytes
-from loadertune.precision import StopRule, rate_ci
-from loadertune.result import TrialResult
-from loadertune.steady_state import warmup_steps
-from loadertune.step_loop import StepLoop, synchronizer
-from loadertune.timing import StepTimer, summarize
-from loadertune.tree_sampler import SamplerReport, TreeSampler
-from loadertune.validation import validate
-from loadertune.workload import StepCallback, Workload, build_loader, build_workload, stop_rule
+from loadertune.loader import (
+    StepLoop,
+    Workload,
+    build_loader,
+    build_workload,
+    stop_rule,
+    synchronizer,
+)
+from loadertune.machine import (
+    Interference,
+    InterferenceMeter,
+    SamplerReport,
+    TreeSampler,
+    peak_memory_bytes,
+)
+from loadertune.measure import (
+    GpuMonitor,
+    HostCopyTimer,
+    StepCallback,
+    StepTimer,
+    StopRule,
+    copy_figures,
+    copy_timer,
+    rate_ci,
+    summarize,
+    warmup_steps,
+)
+from loadertune.record import TrialResult
 
 if TYPE_CHECKING:
     from loadertune.storage import StorageSession
@@ -34,10 +52,10 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
     ``first_batch_s``; ``trial.warmup_steps`` further steps (at least the loader's look-ahead,
     see :func:`warmup_steps`) follow before timing starts. Timing runs ``trial.steps`` steps
     at least and ``trial.max_steps`` at most: in between, until the time per sample is known
-    within ``trial.precision`` (:mod:`loadertune.precision`), or ``trial.time_limit_s``
+    within ``trial.precision`` (:mod:`loadertune.measure._precision`), or ``trial.time_limit_s``
     stops it. The CPU that other processes used meanwhile is measured beside it
-    (:mod:`loadertune.interference`). Indices come from back-to-back passes over the dataset
-    (:func:`stream_sampler`), so the window never meets an epoch's end. The dataset lives on
+    (:mod:`loadertune.machine._interference`). Indices come from back-to-back passes over the
+    dataset (:func:`stream_sampler`), so the window never meets an epoch's end. The dataset lives on
     ``config.storage`` for the trial: prepared before it (a RAM copy, a simulated device) and
     cleaned up after, however the trial ends. Guards stop the trial when a worker prints a
     fatal error PyTorch does not raise (a lost batch) and, outside a sweep, before its process
@@ -48,8 +66,8 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         ConfigError: for settings that cannot work, before any worker starts.
         TrialFailure: a guard stopped the trial; its ``reason`` says which.
     """
+    from loadertune.guards import trial_guards
     from loadertune.storage import open_storage
-    from loadertune.trial_stop import trial_guards
 
     validate(config)
     with trial_guards(config.trial), open_storage(config.storage) as store:
@@ -67,7 +85,7 @@ class _Window:
     interference: Interference
     truncated: bool
     accelerator: dict[str, float]
-    cpu_wait_procs: float | None = None  # workers queued for a CPU (loadertune.run_queue)
+    cpu_wait_procs: float | None = None  # workers queued for a CPU (loadertune.machine._run_queue)
 
 
 @dataclass
@@ -113,7 +131,7 @@ def _measure(
     on_step: StepCallback | None,
 ) -> _Measured:
     """The first batch, the warm-up, then the timed window, with the process tree sampled
-    from a process of its own (:mod:`loadertune.tree_sampler`)."""
+    from a process of its own (:mod:`loadertune.machine._tree_sampler`)."""
     from loadertune.datasets.iterable import stream_figures
     from loadertune.models import split_batch
 

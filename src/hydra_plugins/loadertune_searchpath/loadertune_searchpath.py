@@ -12,7 +12,7 @@ import sys
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 
-from loadertune.exported import exported_conf
+from loadertune.loader import exported_conf
 
 
 class LoadertuneSearchPathPlugin(SearchPathPlugin):

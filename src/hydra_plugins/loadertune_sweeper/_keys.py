@@ -21,7 +21,7 @@ class TrialAttr:
     OVERRIDES: Final = "overrides"  # the Hydra overrides the trial ran with
     EFFECTIVE_KEY: Final = "effective_key"  # settings equal in effect share it
     REPEAT_OF: Final = "repeat_of"  # answered from that earlier trial's measurement
-    REASON: Final = "reason"  # why it did not complete (``loadertune.failures.Reason``)
+    REASON: Final = "reason"  # why it did not complete (``loadertune.record._failures.Reason``)
     ERROR: Final = "error"  # the end of its traceback
     BASELINE: Final = "baseline"  # the advice it stands for (``plan._baselines.Role``)
     BLOCK_MS: Final = "block_ms"  # time per sample of its blocks of steps, for the pruner

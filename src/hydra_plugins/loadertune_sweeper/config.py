@@ -61,7 +61,7 @@ class SweepSettings:
     machine (several hosts on one study scale out instead, see docs/scale-out.md). Hydra
     composes the ``hydra.sweeper`` node untyped (:data:`SWEEPER_NODE`); the sweeper converts
     it into this dataclass once (``plan/_settings_checks.sweep_settings``), so OmegaConf's own
-    type error names the key in one line, as ``loadertune.config.to_run_config`` does for a
+    type error names the key in one line, as ``loadertune.config._typed.to_run_config`` does for a
     trial.
     """
 
@@ -159,7 +159,7 @@ class SweepSettings:
     # Let the model-based guess (after the num_workers=0 trial) set the num_workers range the
     # sampler searches: wider than written when loading waits on I/O and needs more workers
     # than the CPUs (up to 1.5 x the guess, as far as memory, /dev/shm, descriptors and a
-    # streaming dataset's shards allow, loadertune.preflight.worker_cap: no multiple of the
+    # streaming dataset's shards allow, loadertune.checks._preflight.worker_cap: no multiple of the
     # CPUs), narrower (2 x the guess) when a few workers hide loading. Only for an int range;
     # false keeps the range as written.
     guess_range: bool = True

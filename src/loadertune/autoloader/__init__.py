@@ -5,7 +5,8 @@ Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) �
 faults) · ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence,
 report, on :mod:`loadertune.decision`) · ``_record`` (MLflow, best_loader.yaml) →
 ``_schedule`` (guess, candidates, rounds); ``_accelerate`` (Accelerate's prepared loader
-with an AutoLoader inside).
+with an AutoLoader inside); ``_contract`` (a ``DataLoader`` by PyTorch's contract), ``_state``
+(checkpoint state as plain data), ``_world`` (the ranks tuned together).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Reads only the tuner's measures, so it is tested with synthetic figures. The pick and the
 confidence rules are :mod:`loadertune.decision`'s, the sweep's too; AutoLoader names its
 settings its own way and leaves out what only a sweep sees (other work on the machine, noise
-pooled over the settings). The bottleneck label is :func:`loadertune.diagnosis.diagnose`'s,
+pooled over the settings). The bottleneck label is :func:`loadertune.measure._diagnosis.diagnose`'s,
 from the chosen setting's own probe segments.
 """
 
@@ -17,7 +17,7 @@ from typing import TypeVar
 from loadertune import decision
 from loadertune.autoloader._schedule import Measure, Setting, Tuner
 from loadertune.decision import Assurance, Choice, Confidence
-from loadertune.paired_stats import MARGIN, Rounds
+from loadertune.measure import MARGIN, Rounds
 
 K = TypeVar("K", bound=Hashable)  # what names a setting (a Setting, in a session)
 
@@ -90,7 +90,7 @@ def _same(a: Setting, b: Setting) -> bool:
 
 
 def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str, str, dict]:  # type: ignore[type-arg]
-    """:func:`~loadertune.diagnosis.diagnose` on the chosen setting's segments.
+    """:func:`~loadertune.measure._diagnosis.diagnose` on the chosen setting's segments.
 
     The wait share is that of their steady cycles (``Measure.counted``), as a sweep's is of
     its timed window: a segment's first batches wait for its workers' first loads, which
@@ -98,7 +98,7 @@ def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str,
     hidden, those first batches alone lifted the share past ``WAIT_LOW``, and the label to
     ``io-bound``). Segments too short for a steady cycle count whole.
     """
-    from loadertune.diagnosis import diagnose
+    from loadertune.measure import diagnose
 
     mine = [m for m in measures if _same(m.setting, chosen) and not m.failed and m.steps]
     if not mine:

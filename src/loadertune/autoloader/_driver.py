@@ -30,8 +30,8 @@ from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
-from loadertune.run_queue import Sched, queued_s, run_waits
-from loadertune.torch_rules import in_flight
+from loadertune.config import in_flight
+from loadertune.machine import Sched, queued_s, run_waits
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset

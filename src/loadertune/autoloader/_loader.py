@@ -27,9 +27,9 @@ from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
 from loadertune.autoloader._world import world
+from loadertune.checks import worker_cap
+from loadertune.loader import warn_if_unsharded
 from loadertune.machine import cpus_per_rank
-from loadertune.preflight import worker_cap
-from loadertune.sharding import warn_if_unsharded
 
 if TYPE_CHECKING:
     import torch
@@ -66,7 +66,7 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         tune_steps: training steps to tune within (0: no tuning, the model guess is not
             measured; the default, ``num_workers=0`` unless given, is kept).
         max_workers: most workers probed (default: the most the machine holds,
-            :func:`loadertune.preflight.worker_cap`; no multiple of the CPUs, as workers
+            :func:`loadertune.checks._preflight.worker_cap`; no multiple of the CPUs, as workers
             waiting on reads cost none).
         probe_timeout_s: a probe's batch later than this (or 20 x the measured load time,
             whichever is longer) marks the probe hung; a ``timeout`` below it is yours and
@@ -279,7 +279,7 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
             _record.export(self.export, settings, decision, ranks)
         if not (self.track or (self.track is None and _record.mlflow_active())):
             return
-        from loadertune.result_stores import bounded_tracking_retries
+        from loadertune.record import bounded_tracking_retries
 
         try:
             with bounded_tracking_retries():

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from loadertune.autoloader._decision import Decision, probe_rows
 from loadertune.errors import ConfigError
 from loadertune.loader import loader_yaml
-from loadertune.result_stores import (
+from loadertune.record import (
     StoreUnavailable,
     check_tracking_server,
     check_writable,
+    param_text,
     write_text_atomically,
 )
-from loadertune.tracking import param_text
 
 if TYPE_CHECKING:
     from loadertune.autoloader._schedule import Tuner

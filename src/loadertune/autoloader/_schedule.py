@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from loadertune import decision
+from loadertune.config import in_flight
 from loadertune.decision import Bound, Guess
-from loadertune.torch_rules import in_flight
 
 GUESS_STEPS = 4  # steps that load in the training process to measure load and step time
 ROUNDS = 3  # rounds the budget is split for: the fewest a median interval needs; settings
@@ -133,7 +133,7 @@ class Measure:
     tree_cpu_s: float = 0.0  # CPU time of the process tree (workers included)
     peak_rss_mb: float = 0.0
     # Time the workers (without workers, this process) spent queued for a CPU from the
-    # first steady cycle on, summed (loadertune.run_queue); None where not read.
+    # first steady cycle on, summed (loadertune.machine._run_queue); None where not read.
     queued_s: float | None = None
     failed: str = ""  # why the probe was dropped
 

@@ -3,9 +3,12 @@
 Every dataset is picklable (spawn and forkserver workers get a copy) and small per worker:
 paths and offsets in numpy arrays, files opened lazily in each process. Most are map-style;
 ``webdataset`` and ``hf_iterable`` (and a user's own ``IterableDataset``) stream shards,
-each worker its own (:mod:`.iterable`, :mod:`loadertune.shards`). Built-in
+each worker its own (:mod:`.iterable`, :mod:`loadertune.checks._shards`). Built-in
 datasets place their files on the trial's storage and read through its reader, so the same
 dataset runs on ``local``, ``cold``, ``memory`` or a throttled device unchanged.
+
+Rooms beside the datasets: ``_cache`` (generated datasets made once per set of knobs, cached
+on disk) and ``_checks`` (range checks on dataset knobs, before anything is generated).
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> A
         path = resolve_path(ds.path) if ds.path else ensure_hf_dataset(ds, cache)
         return HFTokenStream(store.place(path), ds, store.reader)
     if isinstance(ds, CustomDatasetConfig):
-        from loadertune.imports import import_target
+        from loadertune.config import import_target
 
         return _usable(import_target(ds.target)(**ds.kwargs), ds.target)
     raise TypeError(f"unknown dataset config {type(ds).__name__}")

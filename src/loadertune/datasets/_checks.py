@@ -1,6 +1,7 @@
 """Range checks on dataset knobs, run before anything is generated or read.
 
-Each failure names the key and a fix, like the loader checks in :mod:`loadertune.validation`.
+Each failure names the key and a fix, like the loader checks in
+:mod:`loadertune.checks._validation`.
 """
 
 from __future__ import annotations

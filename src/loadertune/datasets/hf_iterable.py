@@ -25,7 +25,7 @@ from typing import Any
 
 from torch.utils.data import IterableDataset
 
-from loadertune.config_streaming import HFIterableConfig
+from loadertune.config import HFIterableConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from loadertune.config_streaming import WebDatasetConfig
+from loadertune.config import WebDatasetConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
 

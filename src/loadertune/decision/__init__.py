@@ -10,7 +10,7 @@ fastest over paired rounds: :class:`Choice`, :class:`Unshown`, :func:`recommend`
 · ``_confidence``
 (how sure a pick is: :class:`Confidence`, :class:`Assurance`, :func:`findings`,
 :func:`shortfalls`, :func:`assurance`). The statistics under them are
-:mod:`loadertune.paired_stats`. The sweeper (``hydra_plugins.loadertune_sweeper``) adds its
+:mod:`loadertune.measure._paired_stats`. The sweeper (``hydra_plugins.loadertune_sweeper``) adds its
 busy-machine and pooled-noise checks; AutoLoader (:mod:`loadertune.autoloader`) its probes.
 """
 

@@ -7,7 +7,7 @@ rounds' effects are taken out (:func:`loadertune.paired_stats.round_free_times`)
 setting measured in fewer rounds is not ranked by which rounds those were. A
 cheaper setting is the pick only when the rounds *show* it as fast: the top of the 95%
 interval of its time over the fastest's within ``TOLERANCE``
-(:func:`loadertune.paired_stats.shown_as_fast`, with the noise all settings' rounds show
+(:func:`loadertune.measure._paired_stats.shown_as_fast`, with the noise all settings' rounds show
 together as the least). Rounds too noisy to tell two settings apart leave the faster one
 standing, and the choice says what each cheaper setting might cost. A setting that lost
 every round by more than ``TOLERANCE`` is out of the race (:func:`out_of_race`).
@@ -25,7 +25,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from loadertune.paired_stats import (
+from loadertune.measure import (
     TOLERANCE,
     Rounds,
     may_be_faster,
@@ -102,7 +102,7 @@ def recommend(
     """The cheapest (lowest ``cost``) setting shown as fast as the fastest.
 
     ``noise``: the pooled log-ratio sd and its degrees of freedom to judge with, at least
-    (:func:`loadertune.paired_stats.pooled_log_sd`; by default over ``times``; a caller may
+    (:func:`loadertune.measure._paired_stats.pooled_log_sd`; by default over ``times``; a caller may
     pool over more, the settings that left the race included).
 
     With ``memory``, of the settings shown as fast at the lowest cost, those within

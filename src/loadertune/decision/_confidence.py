@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
 
-from loadertune.paired_stats import (
+from loadertune.measure import (
     MARGIN,
     RATIO_LOW,
     RATIO_MEDIUM,
@@ -88,7 +88,7 @@ def findings(
     left_noise: tuple[float, int] = (0.0, 0),
 ) -> Findings[K]:
     """The figures behind the confidence in ``chosen``; ``pooled_sd``: a log-ratio sd the
-    caller measured over more settings (:func:`loadertune.paired_stats.may_be_faster`).
+    caller measured over more settings (:func:`loadertune.measure._paired_stats.may_be_faster`).
 
     ``left``: settings that left the race (:func:`out_of_race`), each over the rounds it ran.
     They lost every round by more than ``NOISE_FLOOR``, often after two rounds, so they are

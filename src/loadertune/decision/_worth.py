@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from loadertune.decision._choice import Choice, recommend
-from loadertune.paired_stats import (
+from loadertune.measure import (
     TOLERANCE,
     Rounds,
     may_be_faster,

@@ -10,6 +10,10 @@ Each model adapts to the dataset's sample shape, read from one sample before the
 built; a dataset/model pair that cannot work is refused before that, naming both (see
 :func:`check_workload`), rather than deep in a forward pass. torch is imported only when a
 step is built, so checking a config stays cheap.
+
+Rooms: ``_pairs`` (which model trains on which dataset's samples), ``_batch`` (a batch's
+inputs and targets), ``_steps`` (the training steps), ``_vision`` and ``_transformer`` (the
+networks), ``_custom`` (a user's factory or Module).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ __all__ = [
 class TrainStep(Protocol):
     """One training step (forward, backward, optimizer step) on a batch already on the device.
 
-    The batch is what the loader yields, moved by :func:`loadertune.loader.to_device`: a
+    The batch is what the loader yields, moved by :func:`loadertune.loader._build.to_device`: a
     tensor, or tuples, lists and dicts of them, as the collate made it.
     """
 
@@ -69,7 +73,7 @@ def check_model(cfg: ModelConfig) -> None:
             raise ConfigError("model.step_ms", cfg.step_ms, "must be >= 0", "e.g. model.step_ms=20")
         return
     if isinstance(cfg, CustomModelConfig):
-        return  # the factory is checked with the user's code (loadertune.user_code)
+        return  # the factory is checked with the user's code (loadertune.checks._user_code)
     if not cfg.lr > 0:
         raise ConfigError("model.lr", cfg.lr, "must be > 0", "e.g. model.lr=0.01")
     if isinstance(cfg, MLPConfig):

@@ -32,7 +32,7 @@ def build_user_step(
         ConfigError: naming ``model._target_``: the factory raised, or returned neither a
             callable nor a Module.
     """
-    from loadertune.imports import resolve
+    from loadertune.config import resolve
 
     factory = resolve(KEY, cfg.target)
     try:

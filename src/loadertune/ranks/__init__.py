@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
-    from loadertune.result import TrialResult
+    from loadertune.measure import StepCallback
+    from loadertune.record import TrialResult
     from loadertune.storage import StorageSession
-    from loadertune.workload import StepCallback
 
 
 def run_ranks(

@@ -5,7 +5,7 @@
 sweep's kill of that group takes them and their workers), with a c10d rendezvous on a free
 loopback port. ``max_restarts=0``: the first rank to fail stops them all, and the launcher
 raises ``ChildFailedError`` naming the failed ranks; :func:`rank_failure` turns that into one
-:class:`~loadertune.failures.TrialFailure` naming the rank that caused it, with that rank's
+:class:`~loadertune.record._failures.TrialFailure` naming the rank that caused it, with that rank's
 traceback. Ctrl-C, which the launcher's own handler takes, is a ``KeyboardInterrupt`` as in
 a trial of one rank. A rank that hangs
 is found by :class:`~loadertune.ranks.board.Watchdog` and killed, so the same path reports
@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from loadertune import _torch_private
-from loadertune.failures import Reason, TrialFailure, classify
 from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
+from loadertune.record import Reason, TrialFailure, classify
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     from loadertune.config import RunConfig
-    from loadertune.result import TrialResult
+    from loadertune.measure import StepCallback
+    from loadertune.record import TrialResult
     from loadertune.storage import StorageSession
-    from loadertune.workload import StepCallback
 
 PORT_TRIES = 5
 HANG_MARGIN_S = 10.0  # a rank silent for trial.time_limit_s plus this is hung
@@ -71,10 +71,10 @@ def run_ranks(
         ConfigError: the workload cannot be built, before any rank starts.
         TrialFailure: a rank raised, died or hung; the message names it.
     """
+    from loadertune.loader import build_workload
     from loadertune.machine import machine_info
     from loadertune.ranks.node import node_result
     from loadertune.storage import ranks_folder
-    from loadertune.workload import build_workload
 
     workload = build_workload(config, store)
     store.before_loading()

@@ -15,10 +15,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from loadertune.config import LoaderConfig
-from loadertune.interference import Interference
-from loadertune.monitor import ResourceSample, peak_memory_bytes
-from loadertune.result import RankFigures, TrialResult
-from loadertune.timing import StepRecord, TimingSummary, summarize
+from loadertune.machine import Interference, ResourceSample, peak_memory_bytes
+from loadertune.measure import StepRecord, TimingSummary, summarize
+from loadertune.record import RankFigures, TrialResult
 
 
 @dataclass
@@ -97,7 +96,7 @@ def node_summary(summaries: list[TimingSummary]) -> TimingSummary:
 
 def node_result(reports: list[RankReport], machine: dict[str, object]) -> TrialResult:
     """The trial's result from every rank's report (in any order)."""
-    from loadertune.precision import rate_ci
+    from loadertune.measure import rate_ci
 
     reports = sorted(reports, key=lambda r: r.rank)
     first = reports[0]

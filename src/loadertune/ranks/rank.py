@@ -25,10 +25,10 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from loadertune.config import RunConfig, TrialConfig
+from loadertune.guards import die_with_parent
+from loadertune.measure import StepRecord, StepTimer
 from loadertune.ranks.board import Board, StepForwarder
 from loadertune.ranks.node import RankReport
-from loadertune.timing import StepRecord, StepTimer
-from loadertune.worker_tether import die_with_parent
 
 COLLECTIVE_MARGIN_S = 60.0  # a collective waits this much past the hang limit before failing
 CAUSE_LOOK_S = 0.5  # how long a failing rank looks for an earlier failure before it exits
@@ -98,7 +98,7 @@ class _BeatTimer(StepTimer):
 
 def rank_device(name: str, local_rank: int) -> Any:
     """The rank's device: ``cuda:<local_rank>`` where the trial runs on CUDA, else as named."""
-    from loadertune.workload import resolve_device
+    from loadertune.loader import resolve_device
 
     device = torch.device(resolve_device(name))
     return torch.device("cuda", local_rank) if device.type == "cuda" else device
@@ -161,10 +161,9 @@ def _follow(board: Board, rank: int) -> None:
 def _run_rank(
     config: RunConfig, store: Any, dataset: Any, link: _Link, hang_s: float
 ) -> RankReport:
-    from loadertune.accelerator import GpuMonitor, copy_figures, copy_timer
     from loadertune.datasets.iterable import unwrapped
-    from loadertune.step_loop import synchronizer
-    from loadertune.workload import build_workload
+    from loadertune.loader import build_workload, synchronizer
+    from loadertune.measure import GpuMonitor, copy_figures, copy_timer
 
     tc = config.trial
     threads = os.environ.get("OMP_NUM_THREADS")
@@ -218,11 +217,10 @@ def _measure(
 ) -> RankReport:
     """First batch, warm-up, the barrier, then the window; rank 0 samples the whole tree."""
     from loadertune.datasets.iterable import stream_figures
+    from loadertune.loader import StepLoop, build_loader, stop_rule
+    from loadertune.machine import TreeSampler
+    from loadertune.measure import warmup_steps
     from loadertune.models import split_batch
-    from loadertune.steady_state import warmup_steps
-    from loadertune.step_loop import StepLoop
-    from loadertune.tree_sampler import TreeSampler
-    from loadertune.workload import build_loader, stop_rule
 
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
@@ -268,7 +266,7 @@ def _window(
     tc: TrialConfig, rule: Any, loop: Any, store: Any, gpu: Any, link: _Link, sampler: Any
 ) -> _Window:
     """The timed window; rank 0 reads the whole tree's CPU and other work over it."""
-    from loadertune.interference import InterferenceMeter
+    from loadertune.machine import InterferenceMeter
 
     meter = InterferenceMeter(link.trial_pid) if link.rank == 0 else None
     loop.copies.reset()

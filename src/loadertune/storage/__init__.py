@@ -9,6 +9,10 @@
 
 A trial opens a :class:`StorageSession` with :func:`open_storage`; datasets place their files
 with it and read through its :class:`Reader`, so they need not know which storage it is.
+
+Rooms: ``_session`` (one trial's storage and its cost), ``_reader`` (how datasets read their
+bytes), ``_device`` (the simulated device's shared budget), ``_page_cache`` (what the OS holds,
+dropped without root), ``_scratch`` (per-trial RAM folders and a killed trial's leftovers).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.result_stores import StoreUnavailable, check_tracking_server, check_writable
+from loadertune.record import StoreUnavailable, check_tracking_server, check_writable
 
 if TYPE_CHECKING:
     from ..plan._sweep_plan import SweepPlan
@@ -33,8 +33,8 @@ def fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:
 def check_stores(plan: SweepPlan, lock_mode: str = "off") -> None:
     """The output root writable with room to spare, the tracking server answering, the host's
     timing lock's folder usable (unless ``lock_mode`` is off)."""
-    from loadertune.host_lock import check_lock_dir
-    from loadertune.tracking import tracking_uri
+    from loadertune.checks import check_lock_dir
+    from loadertune.record import tracking_uri
 
     base = plan.base
     try:

@@ -19,12 +19,13 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from loadertune.checks import HostBusy, timing_lock
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus, status_of
-from loadertune.failures import USER_BUGS, Reason
-from loadertune.host_lock import HostBusy, timing_lock
 from loadertune.machine import memory_budget_bytes
-from loadertune.result_stores import (
+from loadertune.record import (
+    USER_BUGS,
+    Reason,
     StoreUnavailable,
     bound_tracking_retries,
     describe_os_error,

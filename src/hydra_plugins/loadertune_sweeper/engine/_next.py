@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from loadertune.search_rules import plain_key
+from loadertune.config import plain_key
 
 from .. import _optuna_private
 from .._keys import TrialAttr

@@ -315,7 +315,7 @@ def _report(job_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tracking_uri(config: DictConfig) -> str | None:
-    """The MLflow store the workers would write, as ``loadertune.tracking`` picks it."""
+    """The MLflow store the workers would write, as ``loadertune.record._tracking`` picks it."""
     if not OmegaConf.select(config, "tracking.enabled", default=True):
         return None
     uri = OmegaConf.select(config, "tracking.tracking_uri", default=None)

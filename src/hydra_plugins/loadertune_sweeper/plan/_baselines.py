@@ -23,9 +23,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune.config import DEFAULT_PREFETCH_FACTOR, plain_key, workers_of
 from loadertune.machine import cpus_per_rank
-from loadertune.search_rules import plain_key, workers_of
-from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
 from .._keys import TrialAttr
 

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.search_rules import plain_key
-from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
+from loadertune.config import DEFAULT_PREFETCH_FACTOR, plain_key
 
 from .. import _optuna_private
 from .._keys import TrialAttr

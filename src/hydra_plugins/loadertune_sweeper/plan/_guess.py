@@ -11,7 +11,7 @@ The guess also sets the ``num_workers`` range the sampler searches (:func:`worke
 wider than written when loading waits on I/O and needs more workers than the CPU-derived
 bound, narrower when a few workers already hide loading behind the step. Widening stops at
 the most workers the machine holds for this workload's batches
-(:func:`loadertune.preflight.worker_cap`: memory, /dev/shm, descriptors, shards), never at a
+(:func:`loadertune.checks._preflight.worker_cap`: memory, /dev/shm, descriptors, shards), never at a
 multiple of the CPUs: workers that wait on reads cost none.
 """
 
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from optuna.distributions import IntDistribution
 
+from loadertune.checks import Batch, worker_cap, worker_mb
+from loadertune.config import DEFAULT_PREFETCH_FACTOR
 from loadertune.decision import Bound, Guess, guess
 from loadertune.machine import cpus_per_rank
-from loadertune.preflight import Batch, worker_cap, worker_mb
-from loadertune.torch_rules import DEFAULT_PREFETCH_FACTOR
 
 from .._keys import StudyAttr, TrialAttr
 from . import _baselines
@@ -35,7 +35,7 @@ from ._baselines import Role
 if TYPE_CHECKING:
     import optuna
 
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
 
     from ._sweep_plan import SweepPlan
 
@@ -75,8 +75,9 @@ def from_default_trial(
     With 0 workers the training process loads every batch itself: its CPU time while it
     waits for a batch is loading's (``wait_cpu_cores``), its CPU time while it steps is the
     step's (``step_cpu_cores``), both measured per step with the process's CPU clock. Each
-    worker holds the memory the pre-flight checks count (:func:`loadertune.preflight.worker_mb`:
-    its own and two batches in flight, PyTorch's ``prefetch_factor``).
+    worker holds the memory the pre-flight checks count
+    (:func:`loadertune.checks._preflight.worker_mb`: its own and two batches in flight, PyTorch's
+    ``prefetch_factor``).
     """
     if result is None or result.effective_loader.num_workers != 0:
         return None

@@ -7,9 +7,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from loadertune.config_schema import structured
+from loadertune.checks import check_mode
+from loadertune.config import structured
 from loadertune.errors import ConfigError
-from loadertune.host_lock import check_mode
 
 from ..config import SweepSettings
 

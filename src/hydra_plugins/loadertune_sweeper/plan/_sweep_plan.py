@@ -24,13 +24,14 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from loadertune.config import RunConfig, to_run_config
-from loadertune.preflight import WorkerCap, worker_cap
-from loadertune.search_rules import (
+from loadertune.checks import WorkerCap, worker_cap
+from loadertune.config import (
     NEEDS_WORKERS,
+    RunConfig,
     applies,
     plain_key,
     suggestion_order,
+    to_run_config,
     workers_of,
 )
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     import optuna
     from hydra.types import HydraContext
 
-    from loadertune.shards import Shards
+    from loadertune.checks import Shards
 
     from ..config import SweepSettings
 
@@ -175,9 +176,8 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
 
-    from loadertune.shards import shard_limit
-    from loadertune.validation import validate
-    from loadertune.workload import resolve_device
+    from loadertune.checks import shard_limit, validate
+    from loadertune.loader import resolve_device
 
     config = compose.config
     default_workers = int(config.loader.num_workers)
@@ -206,7 +206,7 @@ def cap_range(
 ) -> WorkerCap:
     """Cap the searched ``num_workers`` at the most workers the machine holds and, for a
     streaming dataset, its shards per rank (more readers than shards leave some without
-    data): :func:`loadertune.preflight.worker_cap`, before any batch is known. The cap."""
+    data): :func:`loadertune.checks._preflight.worker_cap`, before any batch is known. The cap."""
     cap = worker_cap(nproc_per_node, shards=shards)
     most = cap.workers
     key = next((k for k in space if plain_key(k) == "loader.num_workers"), None)

@@ -17,16 +17,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from rich.table import Table
 
-from loadertune.exported import use_command
-from loadertune.loader import TUNED_FOR
-from loadertune.report import wide_console
+from loadertune.loader import TUNED_FOR, use_command
+from loadertune.record import wide_console
 
 from .._keys import Recommended, Results, TrialAttr
 from ..verdict._text import per_rank_line
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
 
     from ..plan._guess import WorkersRange
     from ..plan._sweep_plan import SweepPlan

@@ -19,11 +19,8 @@ from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
-from loadertune.failures import Reason
-from loadertune.result import TrialResult
-from loadertune.result_stores import write_text_atomically
-from loadertune.timing import StepRecord, summarize
-from loadertune.tracking import param_text
+from loadertune.measure import StepRecord, summarize
+from loadertune.record import Reason, TrialResult, param_text, write_text_atomically
 
 from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
@@ -66,7 +63,7 @@ class SweepRecorder:
     ) -> None:
         from mlflow import MlflowClient
 
-        from loadertune.tracking import artifact_root, tracking_uri, use_experiment
+        from loadertune.record import artifact_root, tracking_uri, use_experiment
 
         self.enabled = tracking.enabled
         self.parent_id: str | None = None
@@ -113,7 +110,7 @@ class SweepRecorder:
         if repeat_of is not None:
             self._count_repeat(frozen.number, repeat_of)
             return None
-        from loadertune.tracking import log_trial
+        from loadertune.record import log_trial
 
         params = frozen.params.items()
         run = self.client.create_run(
@@ -163,7 +160,7 @@ class SweepRecorder:
         """Params and what was measured of a trial with no full result (a stopped one)."""
         from mlflow.entities import Metric, Param
 
-        from loadertune.tracking import SERIES, trial_params
+        from loadertune.record import SERIES, trial_params
 
         now = int(time.time() * 1000)
         params = (
@@ -255,7 +252,7 @@ class SweepRecorder:
         server, else the command that serves this store and the runs table's URL."""
         if not self.enabled or self.parent_id is None:
             return []
-        from loadertune.tracking import ui_hint
+        from loadertune.record import ui_hint
 
         return ui_hint(self.uri, self.experiment_id, self.parent_id, self.artifacts)
 

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from loadertune.result_stores import StoreUnavailable, check_tracking_server
+from loadertune.record import StoreUnavailable, check_tracking_server
 
 F = TypeVar("F", bound=Callable[..., Any])
 

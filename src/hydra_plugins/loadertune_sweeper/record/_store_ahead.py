@@ -4,7 +4,7 @@ A new SQLite store runs MLflow's schema migrations (about 3.5 s on a 2-core mach
 the first run can be written, and the sweep's own start (torch's import and the first
 composition, Optuna's storage, MLflow's import: about as long) keeps one core busy. So the
 store is made beside it, and the sweep waits for it only where it first opens the store.
-It is opened as every path opens a store (``loadertune.mlflow_store``: under the lock beside
+It is opened as every path opens a store (``loadertune.record._mlflow_store``: under the lock beside
 the file, so another sweep, a single trial or AutoLoader opening it at the same moment waits
 for the tables). Only a SQLite file that does not exist yet; a server, or a store made
 before, is opened as it always was. The maker ignores Ctrl-C, so an interrupted start never
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadertune.mlflow_store import sqlite_file
+from loadertune.record import sqlite_file
 
 
 def make_store_ahead(config: Any) -> Callable[[], None]:
@@ -45,7 +45,7 @@ def make_store_ahead(config: Any) -> Callable[[], None]:
 def _new_sqlite_store(config: Any) -> str | None:
     """The store's URI when tracking is on and it is a SQLite file that does not exist."""
     from loadertune.config import TrackingConfig
-    from loadertune.tracking import tracking_uri
+    from loadertune.record import tracking_uri
 
     try:
         tracking = config.tracking
@@ -64,7 +64,7 @@ def _make(uri: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when forked off the main thread
     code = 0
     try:
-        from loadertune.mlflow_store import open_store
+        from loadertune.record import open_store
 
         from ._console import quiet_libraries
 

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from loadertune.paired_stats import TOLERANCE
-from loadertune.search_rules import plain_key
-from loadertune.tracking import param_text
+from loadertune.config import plain_key
+from loadertune.measure import TOLERANCE
+from loadertune.record import param_text
 
 from .._keys import Recommended, Tag
 

@@ -32,7 +32,7 @@ import optuna
 import psutil
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.failures import Reason
+from loadertune.record import Reason
 
 from .. import _optuna_private
 from .._keys import TrialAttr

@@ -24,7 +24,7 @@ from pathlib import Path
 import optuna
 import sqlalchemy.exc
 
-from loadertune.result_stores import StoreUnavailable
+from loadertune.record import StoreUnavailable
 
 from ._storage import fail_orphaned_trials
 

@@ -7,7 +7,7 @@ each timed window and measures once more a window that other work still touched,
 says nothing. A load that outlasts a whole wait is steady: from then on ``wait`` looks once
 before a window and neither waits nor measures again while the load stays (waiting would
 only idle the machine before every window), and waits again once a look finds it quiet.
-The probe is :func:`loadertune.interference.measure_interference` over the sweep process's
+The probe is :func:`loadertune.machine._interference.measure_interference` over the sweep process's
 own tree, so only work that is not the sweep's counts.
 """
 
@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from loadertune.interference import Interference
-    from loadertune.result import TrialResult
+    from loadertune.machine import Interference
+    from loadertune.record import TrialResult
 
 PROBE_S = 0.5  # one look at the machine
 QUIET_PROBES = 2  # looks in a row under the threshold that count as quiet
 
 
 def _probe(seconds: float) -> Interference:
-    from loadertune.interference import measure_interference
+    from loadertune.machine import measure_interference
 
     return measure_interference(seconds, os.getpid())
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from hydra.types import TaskFunction
     from omegaconf import DictConfig
 
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
 
     from ..config import SweepSettings
 
@@ -67,7 +67,7 @@ class Measurer:
     def _run(
         self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
     ) -> TrialOutcome:
-        from loadertune.timing import summarize
+        from loadertune.measure import summarize
 
         s = self.settings
         workers = config.loader.num_workers

@@ -5,8 +5,8 @@ The median pruner compares one number, a trial's time per sample so far, with th
 earlier trials at the same step: on a shared machine a 2 s window wanders by a few percent,
 so it prunes settings within 1% of the best. Here each trial's timed steps are cut into
 blocks of whole arrival cycles (``block_ms``, kept with the trial at every report), and the
-distribution-free interval around the median block (``loadertune.paired_stats``) is compared:
-the running trial is pruned only when even the low end of its interval is slower than the
+distribution-free interval around the median block (``loadertune.measure._paired_stats``) is
+compared: the running trial is pruned only when even the low end of its interval is slower than the
 high end of the best complete trial's by more than ``tolerance``.
 """
 
@@ -19,13 +19,13 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.paired_stats import median_interval
+from loadertune.measure import median_interval
 
 from .._keys import TrialAttr
 from .._optuna_schemas import IntervalPrunerConfig
 
 if TYPE_CHECKING:
-    from loadertune.timing import StepRecord
+    from loadertune.measure import StepRecord
 
 MIN_BLOCK_STEPS = 2  # a block is at least this many steps, and whole arrival cycles
 _DEFAULT = IntervalPrunerConfig()  # the defaults are the config schema's, written there once
@@ -35,7 +35,7 @@ def block_ms(steps: Sequence[StepRecord], num_workers: int, report_every: int) -
     """Time per sample (ms) of consecutive blocks of ``steps``: each at least
     ``report_every`` steps and two arrival cycles (``2 * num_workers`` steps: with workers,
     batches arrive in bursts), the last partial block left out."""
-    from loadertune.timing import summarize
+    from loadertune.measure import summarize
 
     size = max(report_every, MIN_BLOCK_STEPS, 2 * num_workers)
     out = []

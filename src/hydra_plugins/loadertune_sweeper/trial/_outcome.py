@@ -16,11 +16,10 @@ import optuna
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
-from loadertune.config import RunConfig, to_run_config
+from loadertune.checks import validate
+from loadertune.config import RunConfig, effective_key, to_run_config
 from loadertune.errors import ConfigError
-from loadertune.failures import INFEASIBLE, Reason, error_signature
-from loadertune.search_rules import effective_key
-from loadertune.validation import validate
+from loadertune.record import INFEASIBLE, Reason, error_signature
 
 from .. import _optuna_private
 from .._keys import Tag, TrialAttr, TrialFigures

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadertune.channel import MessageKind
+from loadertune.record import MessageKind
 
 _KEY = "hydra.sweeper"
 

@@ -30,14 +30,10 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
 from loadertune._hydra_private import job_error
-from loadertune.channel import MessageKind, TrialStatus
-from loadertune.failures import Reason, classify, classify_exit
-from loadertune.interference import Interference, InterferenceMeter
-from loadertune.memory_watch import BudgetPacer, footprint_reader, listen_for_workers
-from loadertune.monitor import ProcessTreeMonitor
-from loadertune.result import TrialResult
-from loadertune.timing import StepRecord
-from loadertune.worker_tether import die_with_parent
+from loadertune.guards import BudgetPacer, die_with_parent, footprint_reader, listen_for_workers
+from loadertune.machine import Interference, InterferenceMeter, ProcessTreeMonitor
+from loadertune.measure import StepRecord
+from loadertune.record import MessageKind, Reason, TrialResult, TrialStatus, classify, classify_exit
 
 from ._group import SHM, ended, exited, group_members, kill_group, oom_kills, shm_files, shm_owner
 from ._stall_watch import StallWatch
@@ -310,7 +306,7 @@ def _child(
     sweep: int,
 ) -> None:
     """The trial process: own process group, dies with the sweep, task via run_job."""
-    from loadertune import channel
+    from loadertune.record import _channel as channel
 
     os.setpgrp()
     if not die_with_parent(sweep):  # the sweep died before the signal was set

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune import decision, paired_stats
-from loadertune.paired_stats import TOLERANCE
-from loadertune.search_rules import workers_of
+from loadertune import decision
+from loadertune.config import workers_of
+from loadertune.measure import TOLERANCE
+from loadertune.measure import _paired_stats as paired_stats
 
 from .._keys import TrialAttr
 from ..plan._baselines import Role, role_of
@@ -120,7 +121,7 @@ class Recommendation:
 
 def compare(a: Candidate, b: Candidate) -> tuple[float, float, float]:
     """(median, low, high) of ``a``'s time over ``b``'s
-    (:func:`loadertune.paired_stats.compare`)."""
+    (:func:`loadertune.measure._paired_stats.compare`)."""
     return paired_stats.compare(a.by_round, b.by_round)
 
 
@@ -144,7 +145,8 @@ def costs_of(measured: list[Candidate]) -> tuple[dict[int, int], dict[int, float
 
 def everyones_noise(cands: list[Candidate]) -> tuple[float, int]:
     """The log-ratio sd all measured candidates' rounds show together, those that left the
-    race included, and its degrees of freedom (:func:`loadertune.paired_stats.pooled_log_sd`)."""
+    race included, and its degrees of freedom
+    (:func:`loadertune.measure._paired_stats.pooled_log_sd`)."""
     return paired_stats.pooled_log_sd(rounds_of([c for c in cands if c.values]))
 
 
@@ -176,7 +178,7 @@ def recommend(cands: list[Candidate]) -> Recommendation:
 
 def measured_noise(chosen: Candidate, fastest: Candidate) -> float:
     """The noise the repeats showed, never a floor: the relative range of the repeats when
-    the pick is the fastest, else :func:`loadertune.paired_stats.measured_noise`."""
+    the pick is the fastest, else :func:`loadertune.measure._paired_stats.measured_noise`."""
     if chosen is fastest:
         return chosen.spread
     return paired_stats.measured_noise(chosen.by_round, fastest.by_round)

@@ -20,9 +20,10 @@ import statistics
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from loadertune import decision, paired_stats
+from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
-from loadertune.paired_stats import MARGIN
+from loadertune.measure import MARGIN
+from loadertune.measure import _paired_stats as paired_stats
 
 from . import _candidates
 from ._candidates import Candidate, Recommendation, recommend, rounds_of
@@ -55,7 +56,7 @@ def verdict_windows(cands: list[Candidate]) -> list[tuple[float, float]]:
 
 def pooled_ratio_sd(cands: list[Candidate]) -> tuple[float, int]:
     """The sd of one log time ratio all candidates' rounds show together, and its degrees of
-    freedom (:func:`loadertune.paired_stats.pooled_log_sd`)."""
+    freedom (:func:`loadertune.measure._paired_stats.pooled_log_sd`)."""
     return paired_stats.pooled_log_sd(rounds_of([c for c in cands if c.values]))
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.search_rules import workers_of
+from loadertune.config import workers_of
 
 from .._keys import TrialAttr, TrialFigures
 

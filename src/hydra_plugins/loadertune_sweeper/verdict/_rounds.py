@@ -12,10 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadertune.exported import use_command
-from loadertune.loader import TUNED_FOR, loader_yaml
+from loadertune.loader import TUNED_FOR, loader_yaml, use_command
 from loadertune.machine import usable_cpus
-from loadertune.result_stores import write_text_atomically
+from loadertune.record import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     import optuna
 
     from loadertune.config import RunConfig
-    from loadertune.result import TrialResult
+    from loadertune.record import TrialResult
 
     from ..plan._sweep_plan import SweepPlan
 
@@ -97,7 +96,7 @@ class VerdictRun:
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
         """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
-        from loadertune.diagnosis import diagnose_result
+        from loadertune.measure import diagnose_result
 
         for c in which:
             if self.stopped():

@@ -8,9 +8,9 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from loadertune.config import plain_key
 from loadertune.decision import MIN_GAIN
-from loadertune.paired_stats import TOLERANCE, rounds_to_settle
-from loadertune.search_rules import plain_key
+from loadertune.measure import TOLERANCE, rounds_to_settle
 
 from ..plan._baselines import Role
 from ._candidates import LEFT_RACE, Candidate, Recommendation, compare
@@ -126,7 +126,7 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
 
 def unshown_lines(rec: Recommendation, repeats: int) -> list[str]:
     """The cheaper settings the rounds did not show as fast: what each might cost, and what
-    would settle it (:func:`loadertune.paired_stats.rounds_to_settle`)."""
+    would settle it (:func:`loadertune.measure._paired_stats.rounds_to_settle`)."""
     lines = []
     for c, u in sorted(rec.unshown, key=lambda cu: cu[0].workers):
         settle = rounds_to_settle(c.by_round, rec.fastest.by_round, SETTLE_MOST)

@@ -1,0 +1,76 @@
+"""Checks made before anything starts: each failure names the config key and the fix.
+
+Rooms (the names other packages use are listed below and imported lazily, so importing
+one room never imports the others):
+
+- ``_host_lock``: one timing process per host: a lock that a second sweep or trial waits on or is
+  refused by.
+- ``_preflight``: predict, before any worker starts, settings that would exhaust memory, /dev/shm
+  or descriptors.
+- ``_resolvers``: omegaConf resolvers the configs use, registered before Hydra composes anything.
+- ``_shards``: the shard arithmetic of a streaming dataset, checked before any worker starts.
+- ``_user_code``: a user's own code named by dotted paths, resolved and tried once before anything
+  starts.
+- ``_validation``: checks that run before anything starts: each failure names the config key and
+  the fix.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "Batch",
+    "HostBusy",
+    "Shards",
+    "Trust",
+    "WorkerCap",
+    "check_lock_dir",
+    "check_mode",
+    "check_worker_count",
+    "loader_callables",
+    "shard_limit",
+    "timing_lock",
+    "validate",
+    "validate_loader",
+    "worker_cap",
+    "worker_mb",
+]
+
+if TYPE_CHECKING:
+    from loadertune.checks._host_lock import HostBusy, check_lock_dir, check_mode, timing_lock
+    from loadertune.checks._preflight import (
+        Batch,
+        WorkerCap,
+        check_worker_count,
+        worker_cap,
+        worker_mb,
+    )
+    from loadertune.checks._shards import Shards, shard_limit
+    from loadertune.checks._user_code import Trust, loader_callables
+    from loadertune.checks._validation import validate, validate_loader
+
+_WHERE = {
+    "Batch": "_preflight",
+    "check_lock_dir": "_host_lock",
+    "check_mode": "_host_lock",
+    "check_worker_count": "_preflight",
+    "HostBusy": "_host_lock",
+    "loader_callables": "_user_code",
+    "shard_limit": "_shards",
+    "Shards": "_shards",
+    "timing_lock": "_host_lock",
+    "Trust": "_user_code",
+    "validate": "_validation",
+    "validate_loader": "_validation",
+    "worker_cap": "_preflight",
+    "worker_mb": "_preflight",
+    "WorkerCap": "_preflight",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,159 @@
+"""The typed configuration: Hydra's config converted once into dataclasses, PyTorch's
+DataLoader rules, and the dotted paths a config names.
+
+Rooms (the names other packages use are listed below and imported lazily, so importing
+one room never imports the others):
+
+- ``_schema``: a config node merged into its dataclass schema, or one line naming the key and the
+  fix.
+- ``_search_rules``: which loader settings matter for a trial, and when two trials measure the same
+  thing.
+- ``_streaming``: the schema of the streaming datasets' groups (``conf/dataset/webdataset.yaml``,
+  ``hf_iterable.yaml``): iterable datasets read shard by shard, each worker its own shards.
+- ``_targets``: import a user's class or callable by its dotted path, or say in one line why it
+  cannot be.
+- ``_torch_rules``: pyTorch's own DataLoader rules, written once: what needs workers, and its
+  defaults.
+- ``_typed``: typed configuration for one trial, converted once from Hydra's config at the
+  boundary.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "DEFAULT_PREFETCH_FACTOR",
+    "NEEDS_WORKERS",
+    "START_METHODS",
+    "AnyStorageConfig",
+    "ArrayShardsConfig",
+    "ColdStorageConfig",
+    "CustomDatasetConfig",
+    "CustomModelConfig",
+    "DatasetConfig",
+    "HFIterableConfig",
+    "ImageFolderConfig",
+    "LoaderConfig",
+    "MLPConfig",
+    "MemoryStorageConfig",
+    "ModelConfig",
+    "ResNet18Config",
+    "RunConfig",
+    "SimulatedModelConfig",
+    "SmallCNNConfig",
+    "StorageConfig",
+    "SyntheticImagesConfig",
+    "ThrottledStorageConfig",
+    "TokensConfig",
+    "TrackingConfig",
+    "TransformerConfig",
+    "TrialConfig",
+    "WebDatasetConfig",
+    "applies",
+    "effective_key",
+    "import_target",
+    "in_flight",
+    "plain_key",
+    "prefetch_factor_of",
+    "resolve",
+    "resolve_path",
+    "structured",
+    "suggestion_order",
+    "to_run_config",
+    "workers_of",
+]
+
+if TYPE_CHECKING:
+    from loadertune.config._schema import structured
+    from loadertune.config._search_rules import (
+        NEEDS_WORKERS,
+        applies,
+        effective_key,
+        plain_key,
+        suggestion_order,
+        workers_of,
+    )
+    from loadertune.config._streaming import HFIterableConfig, WebDatasetConfig
+    from loadertune.config._targets import import_target, resolve
+    from loadertune.config._torch_rules import (
+        DEFAULT_PREFETCH_FACTOR,
+        in_flight,
+        prefetch_factor_of,
+    )
+    from loadertune.config._typed import (
+        START_METHODS,
+        AnyStorageConfig,
+        ArrayShardsConfig,
+        ColdStorageConfig,
+        CustomDatasetConfig,
+        CustomModelConfig,
+        DatasetConfig,
+        ImageFolderConfig,
+        LoaderConfig,
+        MemoryStorageConfig,
+        MLPConfig,
+        ModelConfig,
+        ResNet18Config,
+        RunConfig,
+        SimulatedModelConfig,
+        SmallCNNConfig,
+        StorageConfig,
+        SyntheticImagesConfig,
+        ThrottledStorageConfig,
+        TokensConfig,
+        TrackingConfig,
+        TransformerConfig,
+        TrialConfig,
+        resolve_path,
+        to_run_config,
+    )
+
+_WHERE = {
+    "AnyStorageConfig": "_typed",
+    "applies": "_search_rules",
+    "ArrayShardsConfig": "_typed",
+    "ColdStorageConfig": "_typed",
+    "CustomDatasetConfig": "_typed",
+    "CustomModelConfig": "_typed",
+    "DatasetConfig": "_typed",
+    "DEFAULT_PREFETCH_FACTOR": "_torch_rules",
+    "effective_key": "_search_rules",
+    "HFIterableConfig": "_streaming",
+    "ImageFolderConfig": "_typed",
+    "import_target": "_targets",
+    "in_flight": "_torch_rules",
+    "LoaderConfig": "_typed",
+    "MemoryStorageConfig": "_typed",
+    "MLPConfig": "_typed",
+    "ModelConfig": "_typed",
+    "NEEDS_WORKERS": "_search_rules",
+    "plain_key": "_search_rules",
+    "prefetch_factor_of": "_torch_rules",
+    "ResNet18Config": "_typed",
+    "resolve": "_targets",
+    "resolve_path": "_typed",
+    "RunConfig": "_typed",
+    "SimulatedModelConfig": "_typed",
+    "SmallCNNConfig": "_typed",
+    "START_METHODS": "_typed",
+    "StorageConfig": "_typed",
+    "structured": "_schema",
+    "suggestion_order": "_search_rules",
+    "SyntheticImagesConfig": "_typed",
+    "ThrottledStorageConfig": "_typed",
+    "to_run_config": "_typed",
+    "TokensConfig": "_typed",
+    "TrackingConfig": "_typed",
+    "TransformerConfig": "_typed",
+    "TrialConfig": "_typed",
+    "WebDatasetConfig": "_streaming",
+    "workers_of": "_search_rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,96 @@
+"""The one place that builds a DataLoader, and the workload and timed loop around it.
+
+Rooms (the names other packages use are listed below and imported lazily, so importing
+one room never imports the others):
+
+- ``_build``: the one place that builds a ``torch.utils.data.DataLoader``.
+- ``_exported``: where ``loader=best`` finds the settings a verdict exported, checked before Hydra
+  composes.
+- ``_rank_share``: a rank's share of a trial's index stream, cut the way ``DistributedSampler``
+  cuts a dataset.
+- ``_sharding``: whether each rank reads its own share: the check made before an epoch under
+  several ranks.
+- ``_step_loop``: the training loop a trial times: pull a batch, copy it to the device, step the
+  model.
+- ``_workload``: what a trial runs, built once from its config: the dataset on its storage, the
+  loader settings that take effect, the model step, and the loader over a stream that cannot run
+  dry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "TUNED_FOR",
+    "StepLoop",
+    "Workload",
+    "accelerator_available",
+    "build_dataloader",
+    "build_loader",
+    "build_workload",
+    "check_loader_choice",
+    "effective_settings",
+    "exported_conf",
+    "loader_yaml",
+    "output_root_of",
+    "resolve_device",
+    "stop_rule",
+    "synchronizer",
+    "to_device",
+    "use_command",
+    "warn_if_unsharded",
+]
+
+if TYPE_CHECKING:
+    from loadertune.loader._build import (
+        TUNED_FOR,
+        accelerator_available,
+        build_dataloader,
+        effective_settings,
+        loader_yaml,
+        to_device,
+    )
+    from loadertune.loader._exported import (
+        check_loader_choice,
+        exported_conf,
+        output_root_of,
+        use_command,
+    )
+    from loadertune.loader._sharding import warn_if_unsharded
+    from loadertune.loader._step_loop import StepLoop, synchronizer
+    from loadertune.loader._workload import (
+        Workload,
+        build_loader,
+        build_workload,
+        resolve_device,
+        stop_rule,
+    )
+
+_WHERE = {
+    "accelerator_available": "_build",
+    "build_dataloader": "_build",
+    "build_loader": "_workload",
+    "build_workload": "_workload",
+    "check_loader_choice": "_exported",
+    "effective_settings": "_build",
+    "exported_conf": "_exported",
+    "loader_yaml": "_build",
+    "output_root_of": "_exported",
+    "resolve_device": "_workload",
+    "StepLoop": "_step_loop",
+    "stop_rule": "_workload",
+    "synchronizer": "_step_loop",
+    "to_device": "_build",
+    "TUNED_FOR": "_build",
+    "use_command": "_exported",
+    "warn_if_unsharded": "_sharding",
+    "Workload": "_workload",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

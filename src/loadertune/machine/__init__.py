@@ -1,0 +1,87 @@
+"""The machine a trial runs on: what it is, and what else used it while a trial was measured.
+
+Rooms (the names other packages use are listed below and imported lazily, so importing
+one room never imports the others):
+
+- ``_host``: what machine a trial ran on: recorded with every trial, since timings only compare
+  within one.
+- ``_interference``: how much of the machine other work took while something was measured.
+- ``_monitor``: sample the trial's process tree (main process and every DataLoader worker) with
+  psutil.
+- ``_run_queue``: how long a process tree waited for a CPU: the kernel's run-queue wait, per
+  process.
+- ``_tree_sampler``: a light process beside the trial that samples its process tree: CPU often,
+  memory rarely.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "Interference",
+    "InterferenceMeter",
+    "ProcessTreeMonitor",
+    "ResourceSample",
+    "SamplerReport",
+    "Sched",
+    "TreeSampler",
+    "cpu_budget",
+    "cpu_model",
+    "cpus_per_rank",
+    "local_world_size",
+    "machine_info",
+    "measure_interference",
+    "memory_budget_bytes",
+    "peak_memory_bytes",
+    "queued_s",
+    "run_waits",
+    "usable_cpus",
+]
+
+if TYPE_CHECKING:
+    from loadertune.machine._host import (
+        cpu_budget,
+        cpu_model,
+        cpus_per_rank,
+        local_world_size,
+        machine_info,
+        memory_budget_bytes,
+        usable_cpus,
+    )
+    from loadertune.machine._interference import (
+        Interference,
+        InterferenceMeter,
+        measure_interference,
+    )
+    from loadertune.machine._monitor import ProcessTreeMonitor, ResourceSample, peak_memory_bytes
+    from loadertune.machine._run_queue import Sched, queued_s, run_waits
+    from loadertune.machine._tree_sampler import SamplerReport, TreeSampler
+
+_WHERE = {
+    "cpu_budget": "_host",
+    "cpu_model": "_host",
+    "cpus_per_rank": "_host",
+    "Interference": "_interference",
+    "InterferenceMeter": "_interference",
+    "local_world_size": "_host",
+    "machine_info": "_host",
+    "measure_interference": "_interference",
+    "memory_budget_bytes": "_host",
+    "peak_memory_bytes": "_monitor",
+    "ProcessTreeMonitor": "_monitor",
+    "queued_s": "_run_queue",
+    "ResourceSample": "_monitor",
+    "run_waits": "_run_queue",
+    "SamplerReport": "_tree_sampler",
+    "Sched": "_run_queue",
+    "TreeSampler": "_tree_sampler",
+    "usable_cpus": "_host",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ pass."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -193,6 +194,19 @@ def test_the_cores_top_level_is_small_and_every_package_lists_its_rooms() -> Non
         rooms = {p.stem for p in (CORE / package).glob("_*.py") if p.name != "__init__.py"}
         listed = set(re.findall(r"``(_[a-z_]+)``", doc))
         assert listed == rooms, f"{package}/__init__ lists {sorted(listed)}, holds {sorted(rooms)}"
+
+
+@pytest.mark.parametrize(
+    "package", [p for p in PACKAGES if "_WHERE" in vars(importlib.import_module(f"loadertune.{p}"))]
+)
+def test_every_name_a_package_re_exports_is_its_rooms(package: str) -> None:
+    module = importlib.import_module(f"loadertune.{package}")
+    where = module._WHERE
+    assert sorted(module.__all__) == sorted(where)
+    for name, room in where.items():
+        assert getattr(module, name) is getattr(
+            importlib.import_module(f"{module.__name__}.{room}"), name
+        )
 
 
 def test_the_architecture_notes_name_every_room() -> None:

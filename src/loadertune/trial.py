@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from loadertune.checks import validate
 from loadertune.config import RunConfig, TrialConfig
+from loadertune.guards import trial_guards
 from loadertune.loader import (
     StepLoop,
     Workload,
@@ -25,6 +26,7 @@ from loadertune.machine import (
     InterferenceMeter,
     SamplerReport,
     TreeSampler,
+    machine_info,
     peak_memory_bytes,
 )
 from loadertune.measure import (
@@ -39,7 +41,10 @@ from loadertune.measure import (
     summarize,
     warmup_steps,
 )
+from loadertune.models import split_batch
+from loadertune.ranks import run_ranks
 from loadertune.record import TrialResult
+from loadertune.storage import open_storage
 
 if TYPE_CHECKING:
     from loadertune.storage import StorageSession
@@ -66,8 +71,6 @@ def run_trial(config: RunConfig, on_step: StepCallback | None = None) -> TrialRe
         ConfigError: for settings that cannot work, before any worker starts.
         TrialFailure: a guard stopped the trial; its ``reason`` says which.
     """
-    from loadertune.guards import trial_guards
-    from loadertune.storage import open_storage
 
     validate(config)
     with trial_guards(config.trial), open_storage(config.storage) as store:
@@ -106,8 +109,6 @@ def _run_on_storage(
     config: RunConfig, store: StorageSession, on_step: StepCallback | None
 ) -> TrialResult:
     if config.trial.nproc_per_node > 1:
-        from loadertune.ranks import run_ranks
-
         return run_ranks(config, store, on_step)
     workload = build_workload(config, store)
     device = workload.device
@@ -133,7 +134,6 @@ def _measure(
     """The first batch, the warm-up, then the timed window, with the process tree sampled
     from a process of its own (:mod:`loadertune.machine._tree_sampler`)."""
     from loadertune.datasets.iterable import stream_figures
-    from loadertune.models import split_batch
 
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
@@ -222,7 +222,6 @@ def _trial_result(
     copied: dict[str, float],
 ) -> TrialResult:
     """Summarise the window and gather what the trial saw into one :class:`TrialResult`."""
-    from loadertune.machine import machine_info
 
     window, resources = measured.window, measured.resources
     workers = workload.effective.num_workers

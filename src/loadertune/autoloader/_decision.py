@@ -17,7 +17,7 @@ from typing import TypeVar
 from loadertune import decision
 from loadertune.autoloader._schedule import Measure, Setting, Tuner
 from loadertune.decision import Assurance, Choice, Confidence
-from loadertune.measure import MARGIN, Rounds
+from loadertune.measure import MARGIN, Rounds, diagnose
 
 K = TypeVar("K", bound=Hashable)  # what names a setting (a Setting, in a session)
 
@@ -98,7 +98,6 @@ def _diagnose(measures: list[Measure], chosen: Setting, cpus: int) -> tuple[str,
     hidden, those first batches alone lifted the share past ``WAIT_LOW``, and the label to
     ``io-bound``). Segments too short for a steady cycle count whole.
     """
-    from loadertune.measure import diagnose
 
     mine = [m for m in measures if _same(m.setting, chosen) and not m.failed and m.steps]
     if not mine:

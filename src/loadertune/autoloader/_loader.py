@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader, Dataset
 
+from loadertune.autoloader import _record
 from loadertune.autoloader._contract import (
     TUNED,
     Epoch,
@@ -21,15 +22,22 @@ from loadertune.autoloader._contract import (
     checked_arguments,
     start_method,
 )
-from loadertune.autoloader._decision import Decision, report_text
+from loadertune.autoloader._decision import Decision, decide, report_text
 from loadertune.autoloader._driver import Driver
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import device_of, loader_settings
 from loadertune.autoloader._schedule import Setting, Tuner
+from loadertune.autoloader._state import check_version, tuner_state
 from loadertune.autoloader._world import world
 from loadertune.checks import worker_cap
-from loadertune.loader import warn_if_unsharded
+from loadertune.loader import (
+    accelerator_available,
+    build_dataloader,
+    effective_settings,
+    warn_if_unsharded,
+)
 from loadertune.machine import cpus_per_rank
+from loadertune.record import bounded_tracking_retries
 
 if TYPE_CHECKING:
     import torch
@@ -144,7 +152,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     def _keep(self, **given: Any) -> None:
         """Keep the arguments ``DataLoader`` does not, each under its own name (a framework
         re-creating the loader from its attributes passes them again)."""
-        from loadertune.autoloader import _record
 
         if self.batch_sampler is None:
             raise ValueError("AutoLoader needs batches: pass batch_size or batch_sampler")
@@ -220,7 +227,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     def _build(self, setting: Setting, sampler: PlanSampler, hang_s: float) -> DataLoader[Any]:
         """A probe's (or the settled) DataLoader, through loadertune's ``build_dataloader``,
         with the ``collate_fn``, ``worker_init_fn`` and ``timeout`` in force."""
-        from loadertune.loader import build_dataloader
 
         cfg = loader_settings(setting, self._batch, False, self._drop_last, self._context)
         limits = [t for t in (hang_s, self.timeout) if t > 0 and setting.num_workers]
@@ -241,7 +247,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
 
     def _in_force(self) -> dict[str, Any]:
         """The ``DataLoader`` settings in force, ``pin_memory`` only where it pins."""
-        from loadertune.loader import accelerator_available
 
         cfg = loader_settings(self._setting(), self._batch, bool(self.shuffle),
                               self._drop_last, self._context)  # fmt: skip
@@ -252,8 +257,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     def settings(self) -> dict[str, Any]:
         """The chosen settings as ``build_dataloader`` takes them (until settled: the current)."""
         from dataclasses import asdict
-
-        from loadertune.loader import effective_settings
 
         cfg = loader_settings(self._setting(), self._batch, bool(self.shuffle),
                               self._drop_last, self._context)  # fmt: skip
@@ -270,7 +273,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
 
     def _on_settle(self, decision: Decision) -> None:
         """Record and export, once, on rank 0; a failing record warns but never stops training."""
-        from loadertune.autoloader import _record
 
         if self._world.rank != 0:
             return
@@ -279,7 +281,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
             _record.export(self.export, settings, decision, ranks)
         if not (self.track or (self.track is None and _record.mlflow_active())):
             return
-        from loadertune.record import bounded_tracking_retries
 
         try:
             with bounded_tracking_retries():
@@ -295,8 +296,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         """
         from dataclasses import asdict
 
-        from loadertune.autoloader._state import tuner_state
-
         d = self._tuning()
         return {
             "version": STATE_VERSION,
@@ -309,8 +308,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume where ``state`` was taken: no tuning again, no sample repeated or skipped."""
-        from loadertune.autoloader._decision import decide
-        from loadertune.autoloader._state import check_version
 
         check_version(state, STATE_VERSION)
         d = self._tuning()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from loadertune import _torch_private
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._schedule import Setting
+from loadertune.loader import accelerator_available
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -248,6 +249,5 @@ def tree_usage(pids: list[int]) -> tuple[float, float]:
 
 def device_of(device: torch.device | str | None) -> bool:
     """True when batches go to an accelerator, so pin_memory is worth probing."""
-    from loadertune.loader import accelerator_available
 
     return accelerator_available(device)

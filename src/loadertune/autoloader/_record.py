@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from loadertune.autoloader._decision import Decision, probe_rows
 from loadertune.errors import ConfigError
 from loadertune.loader import loader_yaml
+from loadertune.machine import machine_info
 from loadertune.record import (
     StoreUnavailable,
     check_tracking_server,
@@ -106,7 +107,6 @@ def tracking_wanted(track: bool | None) -> bool | None:
 
 def header(decision: Decision, ranks: int = 1) -> list[str]:
     """Comment lines: what chose it, how sure, how to use it (and, with ranks, for how many)."""
-    from loadertune.machine import machine_info
 
     host = machine_info()
     lines = [

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from loadertune.checks._shards import check_shards, shards_of
 from loadertune.config import LoaderConfig
 from loadertune.config import _torch_rules as torch_rules
 from loadertune.errors import ConfigError
@@ -235,7 +236,6 @@ def _iterable_items(loader: LoaderConfig, dataset: Any, nproc_per_node: int) -> 
     are enough for its readers; a warning where it splits by sample instead."""
     import warnings
 
-    from loadertune.checks._shards import check_shards, shards_of
     from loadertune.datasets.iterable import first_items, unwrapped
 
     shards = shards_of(unwrapped(dataset))

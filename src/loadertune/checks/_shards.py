@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadertune.config import HFIterableConfig, LoaderConfig, RunConfig, WebDatasetConfig
+from loadertune.config import (
+    CustomDatasetConfig,
+    HFIterableConfig,
+    LoaderConfig,
+    RunConfig,
+    WebDatasetConfig,
+)
+from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
 
 COUNT_ATTRS = ("n_shards", "num_shards")
@@ -127,12 +134,10 @@ def shard_limit(config: RunConfig) -> Shards | None:
     """The shards that bound ``num_workers`` for ``config``'s dataset: a built-in's from its
     config, a user's own iterable's from the built dataset (it is built, not iterated);
     None for a map-style dataset or an iterable that declares no shards."""
-    from loadertune.config import CustomDatasetConfig
 
     found = configured_shards(config)
     if found is not None or not isinstance(config.dataset, CustomDatasetConfig):
         return found
-    from loadertune.datasets import build_dataset
     from loadertune.datasets.iterable import is_iterable
 
     dataset = build_dataset(config)

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig, resolve
+from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
+from loadertune.models import build_user_step
 
 CHECK_ITEMS = 4
 """Items the collate is tried on (fewer when the batch or the dataset is smaller)."""
@@ -213,8 +215,6 @@ def check_user_code(config: RunConfig) -> None:
         if isinstance(model, CustomModelConfig):
             import torch
 
-            from loadertune.models import build_user_step
-
             build_user_step(model, torch.device("cpu"), batch)
     _CHECKED.add(fingerprint)
 
@@ -250,7 +250,6 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
     """
     from torch.utils.data import default_collate
 
-    from loadertune.datasets import build_dataset
     from loadertune.storage import StorageSession
 
     plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle

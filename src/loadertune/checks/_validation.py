@@ -12,6 +12,9 @@ import multiprocessing
 from pathlib import Path
 
 from loadertune.checks._host_lock import check_mode
+from loadertune.checks._preflight import check_worker_count
+from loadertune.checks._shards import check_shards, configured_shards
+from loadertune.checks._user_code import check_user_code
 from loadertune.config import (
     START_METHODS,
     CustomDatasetConfig,
@@ -22,9 +25,12 @@ from loadertune.config import (
     import_target,
 )
 from loadertune.config import _torch_rules as torch_rules
+from loadertune.datasets import check_dataset
 from loadertune.errors import ConfigError
 from loadertune.machine import cpu_budget
 from loadertune.measure import MAX_STEPS_FACTOR, MIN_STEPS
+from loadertune.models import check_workload
+from loadertune.storage import check_storage
 
 
 def validate_loader(loader: LoaderConfig, prefix: str = "loader") -> None:
@@ -212,9 +218,6 @@ def _check_streaming_extra(name: str) -> None:
 
 def validate_workload(config: RunConfig) -> None:
     """Dataset knobs, storage settings and the dataset/model pair, each checked beside its code."""
-    from loadertune.datasets import check_dataset
-    from loadertune.models import check_workload
-    from loadertune.storage import check_storage
 
     check_dataset(config.dataset)
     check_storage(config.storage, config.dataset)
@@ -224,7 +227,6 @@ def validate_workload(config: RunConfig) -> None:
 def check_configured_shards(config: RunConfig) -> None:
     """A built-in streaming dataset's readers against its shards, from the config alone
     (a user's own iterable is checked once built, :mod:`loadertune.checks._preflight`)."""
-    from loadertune.checks._shards import check_shards, configured_shards
 
     shards = configured_shards(config)
     if shards is not None:
@@ -233,7 +235,6 @@ def check_configured_shards(config: RunConfig) -> None:
 
 def validate(config: RunConfig) -> None:
     """Run every check that needs no dataset to be built and no worker to start."""
-    from loadertune.checks._preflight import check_worker_count
 
     validate_loader(config.loader)
     validate_trial(config.trial)  # trial.nproc_per_node first: the worker cap counts ranks
@@ -241,6 +242,5 @@ def validate(config: RunConfig) -> None:
     validate_dataset(config)
     check_configured_shards(config)
     validate_workload(config)
-    from loadertune.checks._user_code import check_user_code  # builds the dataset only if it must
 
     check_user_code(config)

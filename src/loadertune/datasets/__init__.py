@@ -24,9 +24,11 @@ from loadertune.config import (
     SyntheticImagesConfig,
     TokensConfig,
     WebDatasetConfig,
+    import_target,
     resolve_path,
 )
 from loadertune.datasets._checks import check_dataset
+from loadertune.errors import ConfigError
 
 if TYPE_CHECKING:
     from loadertune.storage import StorageSession
@@ -72,8 +74,6 @@ def build_dataset(config: RunConfig, storage: StorageSession | None = None) -> A
         path = resolve_path(ds.path) if ds.path else ensure_hf_dataset(ds, cache)
         return HFTokenStream(store.place(path), ds, store.reader)
     if isinstance(ds, CustomDatasetConfig):
-        from loadertune.config import import_target
-
         return _usable(import_target(ds.target)(**ds.kwargs), ds.target)
     raise TypeError(f"unknown dataset config {type(ds).__name__}")
 
@@ -82,7 +82,6 @@ def _usable(dataset: Any, target: str) -> Any:
     """The object ``dataset._target_`` returned, if a DataLoader can stream it (an
     ``IterableDataset``) or index it and count it (map-style)."""
     from loadertune.datasets.iterable import is_iterable
-    from loadertune.errors import ConfigError
 
     if is_iterable(dataset):
         return dataset

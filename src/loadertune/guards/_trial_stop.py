@@ -26,7 +26,11 @@ import psutil
 from loadertune import _torch_private
 from loadertune.config import TrialConfig
 from loadertune.exit_status import ExitStatus
+from loadertune.guards._memory_watch import TrialMemoryWatch
+from loadertune.guards._worker_output import WorkerOutputWatch
+from loadertune.machine import memory_budget_bytes
 from loadertune.record import Reason, TrialFailure
+from loadertune.record import _channel as channel
 
 EXIT_TRIAL_FAILED = int(ExitStatus.NO_RESULT)  # 3: the single trial failed
 UNHANDLED_S = 10.0  # a trial off the main thread notices its killed workers within 5 s
@@ -126,10 +130,6 @@ def trial_guards(tc: TrialConfig) -> Iterator[TrialStopper]:
     """The guards around one trial: its workers' printed errors, always; its memory budget
     (``trial.memory_budget_mb``) only outside a sweep, whose process guards the trial's tree.
     """
-    from loadertune.guards._memory_watch import TrialMemoryWatch
-    from loadertune.guards._worker_output import WorkerOutputWatch
-    from loadertune.machine import memory_budget_bytes
-    from loadertune.record import _channel as channel
 
     with TrialStopper() as stopper:
         with WorkerOutputWatch(lambda f: stopper.stop(f.reason, f.message())) as printed:

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadertune.checks import validate_loader
-from loadertune.config import LoaderConfig
+from loadertune.checks import check_worker_count, loader_callables, validate_loader
+from loadertune.config import LoaderConfig, structured
 from loadertune.config import _torch_rules as torch_rules
 from loadertune.errors import ConfigError
 
@@ -49,7 +49,6 @@ def loader_config(cfg: LoaderSource) -> LoaderConfig:
     ``best_loader.yaml``; anything else, or no settings at all, is one line naming the fix."""
     if isinstance(cfg, LoaderConfig):
         return cfg
-    from loadertune.config import structured
 
     if isinstance(cfg, str | os.PathLike):
         cfg = read_loader_yaml(cfg)  # its nproc_per_node checked, naming the file
@@ -191,7 +190,6 @@ def build_dataloader(
     """
     from torch.utils.data import DataLoader
 
-    from loadertune.checks import check_worker_count, loader_callables
     from loadertune.loader._sharding import RankCheckedDataLoader
 
     tuned = isinstance(loader_cfg, str | os.PathLike) or TUNED_FOR in _keys(loader_cfg)

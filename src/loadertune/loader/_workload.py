@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, in_flight
+from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
+from loadertune.guards import tether
+from loadertune.loader._rank_share import RankShare
 from loadertune.measure import StopRule, stream_sampler
+from loadertune.models import build_train_step
 
 if TYPE_CHECKING:
     from loadertune.checks import Batch
@@ -59,11 +63,9 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     import torch
 
     from loadertune.checks import _preflight as preflight
-    from loadertune.datasets import build_dataset
     from loadertune.datasets.iterable import WorkerTally, is_iterable
     from loadertune.guards import expect_workers
     from loadertune.loader._build import effective_settings
-    from loadertune.models import build_train_step
 
     tc = config.trial
     torch.manual_seed(tc.seed)
@@ -108,7 +110,6 @@ def build_loader(
     window: the loop opens the next (:class:`~loadertune.loader._step_loop.StepLoop`). Its workers
     die with this process, also when it is killed while they start (:mod:`.worker_tether`)."""
     from loadertune.datasets.iterable import is_iterable
-    from loadertune.guards import tether
     from loadertune.loader._build import build_dataloader
 
     if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
@@ -136,8 +137,6 @@ def _indexed_loader(
         torch.Generator().manual_seed(tc.seed),
     )
     if world > 1:
-        from loadertune.loader._rank_share import RankShare
-
         stream = RankShare(stream, rank, world)  # its share, through DistributedSampler
     return build_dataloader(
         workload.dataset,

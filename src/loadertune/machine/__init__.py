@@ -20,6 +20,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "CGROUP_V1_MOUNT",
+    "CGROUP_V2_MOUNTS",
+    "SLURM_KEYS",
+    "CpuBudget",
+    "CpuSource",
     "Interference",
     "InterferenceMeter",
     "ProcessTreeMonitor",
@@ -27,6 +32,7 @@ __all__ = [
     "SamplerReport",
     "Sched",
     "TreeSampler",
+    "cgroup_cpu_quota",
     "cpu_budget",
     "cpu_model",
     "cpus_per_rank",
@@ -37,17 +43,25 @@ __all__ = [
     "peak_memory_bytes",
     "queued_s",
     "run_waits",
+    "slurm_cpus",
     "usable_cpus",
 ]
 
 if TYPE_CHECKING:
     from loadertune.machine._host import (
+        CGROUP_V1_MOUNT,
+        CGROUP_V2_MOUNTS,
+        SLURM_KEYS,
+        CpuBudget,
+        CpuSource,
+        cgroup_cpu_quota,
         cpu_budget,
         cpu_model,
         cpus_per_rank,
         local_world_size,
         machine_info,
         memory_budget_bytes,
+        slurm_cpus,
         usable_cpus,
     )
     from loadertune.machine._interference import (
@@ -60,9 +74,14 @@ if TYPE_CHECKING:
     from loadertune.machine._tree_sampler import SamplerReport, TreeSampler
 
 _WHERE = {
+    "cgroup_cpu_quota": "_host",
+    "CGROUP_V1_MOUNT": "_host",
+    "CGROUP_V2_MOUNTS": "_host",
     "cpu_budget": "_host",
     "cpu_model": "_host",
+    "CpuBudget": "_host",
     "cpus_per_rank": "_host",
+    "CpuSource": "_host",
     "Interference": "_interference",
     "InterferenceMeter": "_interference",
     "local_world_size": "_host",
@@ -76,6 +95,8 @@ _WHERE = {
     "run_waits": "_run_queue",
     "SamplerReport": "_tree_sampler",
     "Sched": "_run_queue",
+    "slurm_cpus": "_host",
+    "SLURM_KEYS": "_host",
     "TreeSampler": "_tree_sampler",
     "usable_cpus": "_host",
 }

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from loadertune.config import CustomModelConfig
+from loadertune.config import CustomModelConfig, resolve
 from loadertune.errors import ConfigError
 from loadertune.models._batch import split_batch
 
@@ -32,7 +32,6 @@ def build_user_step(
         ConfigError: naming ``model._target_``: the factory raised, or returned neither a
             callable nor a Module.
     """
-    from loadertune.config import resolve
 
     factory = resolve(KEY, cfg.target)
     try:

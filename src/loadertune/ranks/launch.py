@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from loadertune import _torch_private
+from loadertune.machine import machine_info
 from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
 from loadertune.record import Reason, TrialFailure, classify
@@ -72,7 +73,6 @@ def run_ranks(
         TrialFailure: a rank raised, died or hung; the message names it.
     """
     from loadertune.loader import build_workload
-    from loadertune.machine import machine_info
     from loadertune.ranks.node import node_result
     from loadertune.storage import ranks_folder
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from loadertune.config import LoaderConfig
 from loadertune.machine import Interference, ResourceSample, peak_memory_bytes
-from loadertune.measure import StepRecord, TimingSummary, summarize
+from loadertune.measure import StepRecord, TimingSummary, rate_ci, summarize
 from loadertune.record import RankFigures, TrialResult
 
 
@@ -96,7 +96,6 @@ def node_summary(summaries: list[TimingSummary]) -> TimingSummary:
 
 def node_result(reports: list[RankReport], machine: dict[str, object]) -> TrialResult:
     """The trial's result from every rank's report (in any order)."""
-    from loadertune.measure import rate_ci
 
     reports = sorted(reports, key=lambda r: r.rank)
     first = reports[0]

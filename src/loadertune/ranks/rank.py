@@ -25,10 +25,29 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from loadertune.config import RunConfig, TrialConfig
+from loadertune.datasets.iterable import stream_figures, unwrapped
 from loadertune.guards import die_with_parent
-from loadertune.measure import StepRecord, StepTimer
+from loadertune.loader import (
+    StepLoop,
+    build_loader,
+    build_workload,
+    resolve_device,
+    stop_rule,
+    synchronizer,
+)
+from loadertune.machine import InterferenceMeter, TreeSampler
+from loadertune.measure import (
+    GpuMonitor,
+    StepRecord,
+    StepTimer,
+    copy_figures,
+    copy_timer,
+    warmup_steps,
+)
+from loadertune.models import split_batch
 from loadertune.ranks.board import Board, StepForwarder
 from loadertune.ranks.node import RankReport
+from loadertune.ranks.pacing import distribute
 
 COLLECTIVE_MARGIN_S = 60.0  # a collective waits this much past the hang limit before failing
 CAUSE_LOOK_S = 0.5  # how long a failing rank looks for an earlier failure before it exits
@@ -98,7 +117,6 @@ class _BeatTimer(StepTimer):
 
 def rank_device(name: str, local_rank: int) -> Any:
     """The rank's device: ``cuda:<local_rank>`` where the trial runs on CUDA, else as named."""
-    from loadertune.loader import resolve_device
 
     device = torch.device(resolve_device(name))
     return torch.device("cuda", local_rank) if device.type == "cuda" else device
@@ -161,10 +179,6 @@ def _follow(board: Board, rank: int) -> None:
 def _run_rank(
     config: RunConfig, store: Any, dataset: Any, link: _Link, hang_s: float
 ) -> RankReport:
-    from loadertune.datasets.iterable import unwrapped
-    from loadertune.loader import build_workload, synchronizer
-    from loadertune.measure import GpuMonitor, copy_figures, copy_timer
-
     tc = config.trial
     threads = os.environ.get("OMP_NUM_THREADS")
     if tc.torch_threads is None and threads and threads.isdigit():
@@ -195,8 +209,6 @@ def _run_rank(
 
 
 def _paced(step: Any, device: Any, link: _Link) -> Any:
-    from loadertune.ranks.pacing import distribute
-
     return distribute(step, device, link.wait)
 
 
@@ -216,11 +228,6 @@ def _measure(
     tc: TrialConfig, workload: Any, store: Any, copies: Any, gpu: Any, link: _Link
 ) -> RankReport:
     """First batch, warm-up, the barrier, then the window; rank 0 samples the whole tree."""
-    from loadertune.datasets.iterable import stream_figures
-    from loadertune.loader import StepLoop, build_loader, stop_rule
-    from loadertune.machine import TreeSampler
-    from loadertune.measure import warmup_steps
-    from loadertune.models import split_batch
 
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
@@ -266,7 +273,6 @@ def _window(
     tc: TrialConfig, rule: Any, loop: Any, store: Any, gpu: Any, link: _Link, sampler: Any
 ) -> _Window:
     """The timed window; rank 0 reads the whole tree's CPU and other work over it."""
-    from loadertune.machine import InterferenceMeter
 
     meter = InterferenceMeter(link.trial_pid) if link.rank == 0 else None
     loop.copies.reset()

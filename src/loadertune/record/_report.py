@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadertune.config import RunConfig, prefetch_factor_of
+from loadertune.measure import diagnose_result
 
 if TYPE_CHECKING:
     from loadertune.measure import StepCallback, StepRecord
@@ -95,7 +96,6 @@ def summary_table(config: RunConfig, result: TrialResult) -> Table:
     rows += [(name, value) for name, value in device_rows(result) if value]
     for name, value in rows:
         table.add_row(name, value)
-    from loadertune.measure import diagnose_result
 
     diagnosis = diagnose_result(result)
     table.add_row("bottleneck", f"[bold]{diagnosis.label}[/]: {diagnosis.sentence}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadertune.config import RunConfig, TrackingConfig, resolve_path
+from loadertune.measure import diagnose_result
 from loadertune.record._mlflow_store import open_store
 
 if TYPE_CHECKING:
@@ -209,7 +210,6 @@ def log_trial(
     client = MlflowClient()
     now = int(time.time() * 1000)
     params = [Param(k, v[:6000]) for k, v in trial_params(config).items()]
-    from loadertune.measure import diagnose_result
 
     diagnosis = diagnose_result(result, memory_budget_mb)
     tags = [RunTag(k, v) for k, v in trial_tags(result).items()]

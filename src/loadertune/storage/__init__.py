@@ -31,7 +31,9 @@ from loadertune.config import (
     ThrottledStorageConfig,
 )
 from loadertune.errors import ConfigError
+from loadertune.storage import _scratch
 from loadertune.storage._device import SharedDevice
+from loadertune.storage._page_cache import can_evict
 from loadertune.storage._reader import Reader, ThrottledReader
 from loadertune.storage._session import StorageSession, session_for
 
@@ -66,7 +68,6 @@ def remove_stale_scratch() -> list[Path]:
     The next trial's storage (or ranks) removes them, and the sweep does after each trial
     process ends.
     """
-    from loadertune.storage import _scratch
 
     temp = Path(tempfile.gettempdir())
     removed = _scratch.remove_stale(_scratch.default_parent())
@@ -78,7 +79,6 @@ def ranks_folder() -> Iterator[Path]:
     """A folder in the temp folder for the launcher's logs of this process's ranks, removed
     when the block exits; the folders of processes killed before they could remove theirs go
     first (named ``loadertune-ranks-<pid>-<random>``, like the storage's scratch folders)."""
-    from loadertune.storage import _scratch
 
     path = _scratch.make_scratch(Path(tempfile.gettempdir()), _scratch.RANKS_PREFIX)
     try:
@@ -107,16 +107,13 @@ def check_storage(storage: AnyStorageConfig, dataset: DatasetConfig) -> None:
                 "is not an existing directory",
                 "point it at a RAM file system, e.g. storage.dir=/dev/shm",
             )
-    elif isinstance(storage, ColdStorageConfig):
-        from loadertune.storage._page_cache import can_evict
-
-        if not can_evict():
-            raise ConfigError(
-                "storage.name",
-                "cold",
-                "needs posix_fadvise to evict files from the page cache (Linux)",
-                "use storage=local on this platform",
-            )
+    elif isinstance(storage, ColdStorageConfig) and not can_evict():
+        raise ConfigError(
+            "storage.name",
+            "cold",
+            "needs posix_fadvise to evict files from the page cache (Linux)",
+            "use storage=local on this platform",
+        )
 
 
 def _check_throttled(storage: ThrottledStorageConfig) -> None:

@@ -24,7 +24,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from loadertune.checks import WorkerCap, worker_cap
+from loadertune.checks import WorkerCap, shard_limit, validate, worker_cap
 from loadertune.config import (
     NEEDS_WORKERS,
     RunConfig,
@@ -34,6 +34,7 @@ from loadertune.config import (
     to_run_config,
     workers_of,
 )
+from loadertune.loader import resolve_device
 
 from ..study import _storage
 from ._search_space import parse_params
@@ -175,9 +176,6 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     settings themselves were checked where the sweep started, ``launch._start.start``)."""
     space, fixed = parse_params(settings.params, arguments)
     import torch  # once here, so every forked trial starts with it loaded
-
-    from loadertune.checks import shard_limit, validate
-    from loadertune.loader import resolve_device
 
     config = compose.config
     default_workers = int(config.loader.num_workers)

@@ -21,7 +21,15 @@ from loadertune.loader import TUNED_FOR, use_command
 from loadertune.record import wide_console
 
 from .._keys import Recommended, Results, TrialAttr
-from ..verdict._text import per_rank_line
+from ..verdict._text import (
+    ORDER,
+    confidence_lines,
+    details,
+    headline,
+    per_rank_line,
+    unshown_lines,
+    verdict_table,
+)
 
 if TYPE_CHECKING:
     from loadertune.decision import Guess
@@ -83,15 +91,6 @@ class SweepView:
     ) -> None:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
         from rich.markdown import Markdown
-
-        from ..verdict._text import (
-            ORDER,
-            confidence_lines,
-            details,
-            headline,
-            unshown_lines,
-            verdict_table,
-        )
 
         self._show_repeats()
         self.console.print(Markdown(headline(rec)))

@@ -20,7 +20,19 @@ from optuna.trial import FrozenTrial, TrialState
 
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.measure import StepRecord, summarize
-from loadertune.record import Reason, TrialResult, param_text, write_text_atomically
+from loadertune.record import (
+    SERIES,
+    Reason,
+    TrialResult,
+    artifact_root,
+    log_trial,
+    param_text,
+    tracking_uri,
+    trial_params,
+    ui_hint,
+    use_experiment,
+    write_text_atomically,
+)
 
 from .._keys import Results, RunKind, Tag, TrialAttr
 from ..study import _hosts
@@ -62,8 +74,6 @@ class SweepRecorder:
         sampler: str,
     ) -> None:
         from mlflow import MlflowClient
-
-        from loadertune.record import artifact_root, tracking_uri, use_experiment
 
         self.enabled = tracking.enabled
         self.parent_id: str | None = None
@@ -110,7 +120,6 @@ class SweepRecorder:
         if repeat_of is not None:
             self._count_repeat(frozen.number, repeat_of)
             return None
-        from loadertune.record import log_trial
 
         params = frozen.params.items()
         run = self.client.create_run(
@@ -159,8 +168,6 @@ class SweepRecorder:
     ) -> None:
         """Params and what was measured of a trial with no full result (a stopped one)."""
         from mlflow.entities import Metric, Param
-
-        from loadertune.record import SERIES, trial_params
 
         now = int(time.time() * 1000)
         params = (
@@ -252,7 +259,6 @@ class SweepRecorder:
         server, else the command that serves this store and the runs table's URL."""
         if not self.enabled or self.parent_id is None:
             return []
-        from loadertune.record import ui_hint
 
         return ui_hint(self.uri, self.experiment_id, self.parent_id, self.artifacts)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loadertune.config import RunConfig, to_run_config
+from loadertune.measure import summarize
 
 from .._keys import TrialAttr
 from ..plan._sweep_plan import Composer
@@ -67,8 +68,6 @@ class Measurer:
     def _run(
         self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
     ) -> TrialOutcome:
-        from loadertune.measure import summarize
-
         s = self.settings
         workers = config.loader.num_workers
         kept: list[float] = []

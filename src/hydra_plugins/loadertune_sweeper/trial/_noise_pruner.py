@@ -19,7 +19,7 @@ import optuna
 from optuna.pruners import BasePruner
 from optuna.trial import FrozenTrial, TrialState
 
-from loadertune.measure import median_interval
+from loadertune.measure import median_interval, summarize
 
 from .._keys import TrialAttr
 from .._optuna_schemas import IntervalPrunerConfig
@@ -35,7 +35,6 @@ def block_ms(steps: Sequence[StepRecord], num_workers: int, report_every: int) -
     """Time per sample (ms) of consecutive blocks of ``steps``: each at least
     ``report_every`` steps and two arrival cycles (``2 * num_workers`` steps: with workers,
     batches arrive in bursts), the last partial block left out."""
-    from loadertune.measure import summarize
 
     size = max(report_every, MIN_BLOCK_STEPS, 2 * num_workers)
     out = []

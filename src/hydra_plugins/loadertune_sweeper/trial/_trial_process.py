@@ -34,6 +34,8 @@ from loadertune.guards import BudgetPacer, die_with_parent, footprint_reader, li
 from loadertune.machine import Interference, InterferenceMeter, ProcessTreeMonitor
 from loadertune.measure import StepRecord
 from loadertune.record import MessageKind, Reason, TrialResult, TrialStatus, classify, classify_exit
+from loadertune.record import _channel as channel
+from loadertune.storage import remove_stale_scratch
 
 from ._group import SHM, ended, exited, group_members, kill_group, oom_kills, shm_files, shm_owner
 from ._stall_watch import StallWatch
@@ -292,7 +294,6 @@ def _clean_up(pgid: int, shm_before: set[str], outcome: TrialOutcome) -> None:
             outcome.shm_files_removed += 1
     # A trial killed before its storage session ended leaves its scratch folder (a cold or
     # throttled copy of the dataset) behind; only folders whose owner has exited go.
-    from loadertune.storage import remove_stale_scratch
 
     with contextlib.suppress(OSError):
         remove_stale_scratch()
@@ -306,7 +307,6 @@ def _child(
     sweep: int,
 ) -> None:
     """The trial process: own process group, dies with the sweep, task via run_job."""
-    from loadertune.record import _channel as channel
 
     os.setpgrp()
     if not die_with_parent(sweep):  # the sweep died before the signal was set

@@ -24,6 +24,8 @@ import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from loadertune import _torch_private
+
 if TYPE_CHECKING:
     from loadertune.config import RunConfig
 
@@ -69,7 +71,6 @@ def warm_parent(config: RunConfig) -> None:
     Called before each trial is forked; a module already imported costs nothing, so only
     the first call (and a later trial naming another module) pays.
     """
-    from loadertune import _torch_private
 
     if not _warmed:  # an optimizer's first use imports it: 2.3 s of every trial here
         with contextlib.suppress(Exception):

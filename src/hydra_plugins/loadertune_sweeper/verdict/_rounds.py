@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadertune.loader import TUNED_FOR, loader_yaml, use_command
-from loadertune.machine import usable_cpus
+from loadertune.loader import TUNED_FOR, effective_settings, loader_yaml, use_command
+from loadertune.machine import machine_info, usable_cpus
+from loadertune.measure import diagnose_result
 from loadertune.record import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
@@ -22,7 +23,8 @@ from ..plan._guess import study_guess, study_range
 from ..study import _storage
 from . import _candidates, _text
 from ._candidates import Candidate, Recommendation
-from ._confidence import Assurance, assess
+from ._confidence import Assurance, assess, busy_share
+from ._figure import verdict_figure
 from ._race import Pricing, run_rounds
 
 if TYPE_CHECKING:
@@ -96,7 +98,6 @@ class VerdictRun:
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
         """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
-        from loadertune.measure import diagnose_result
 
         for c in which:
             if self.stopped():
@@ -126,7 +127,6 @@ class VerdictRun:
     ) -> Verdict:
         """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
         ``loader=best``."""
-        from ._figure import verdict_figure
 
         rec = _candidates.recommend(cands)
         assurance = assess(rec, cands, usable_cpus(), repeats, search_busy(self.study))
@@ -156,8 +156,6 @@ def search_busy(study: optuna.Study) -> list[float]:
     """Each measured search trial's share of the CPUs that other work and steal took."""
     from optuna.trial import TrialState
 
-    from ._confidence import busy_share
-
     kept = [
         TrialFigures.of(t.user_attrs)
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -174,7 +172,6 @@ def export(
 ) -> tuple[Path, dict[str, Any]]:
     """Write the recommended loader settings (``config``'s) where configs and code find them;
     return the ``loader=best`` file and the settings written to it."""
-    from loadertune.loader import effective_settings
 
     device = config.trial.device.replace("auto", "cuda" if plan.accelerator else "cpu")
     settings = asdict(effective_settings(config.loader, device))
@@ -196,7 +193,6 @@ def export(
 
 def _export_header(plan: SweepPlan, rec: Recommendation) -> list[str]:
     """The comment lines of ``best_loader.yaml``: what, how fast, where measured, how to use."""
-    from loadertune.machine import machine_info
 
     host = machine_info()
     chosen = rec.chosen

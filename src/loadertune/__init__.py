@@ -7,6 +7,8 @@ Public API, imported lazily so ``import loadertune`` stays cheap::
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -30,20 +32,27 @@ if TYPE_CHECKING:
     from loadertune.trial import run_trial
 
 _WHERE = {
-    "AutoLoader": "loadertune.autoloader",
-    "ConfigError": "loadertune.errors",
-    "LoaderConfig": "loadertune.config._typed",
-    "TrialResult": "loadertune.record._result",
-    "build_dataloader": "loadertune.loader._build",
-    "prepare_autoloader": "loadertune.autoloader",
-    "run_trial": "loadertune.trial",
-    "to_device": "loadertune.loader._build",
+    "AutoLoader": "autoloader",
+    "ConfigError": "errors",
+    "LoaderConfig": "config._typed",
+    "TrialResult": "record._result",
+    "build_dataloader": "loader._build",
+    "prepare_autoloader": "autoloader",
+    "run_trial": "trial",
+    "to_device": "loader._build",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        import importlib
+def _lazy(package: str, where: dict[str, str]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a package whose names live in its modules: ``where`` maps each
+    name to the module below ``package`` that defines it, imported on the name's first use."""
 
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'loadertune' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name in where:
+            return getattr(importlib.import_module(f"{package}.{where[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+__getattr__ = _lazy(__name__, _WHERE)

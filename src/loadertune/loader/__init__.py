@@ -19,8 +19,9 @@ one room never imports the others):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from loadertune import _lazy
 
 __all__ = [
     "ALWAYS",
@@ -110,8 +111,4 @@ _WHERE = {
     "Workload": "_workload",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _lazy(__name__, _WHERE)

@@ -18,8 +18,9 @@ one room never imports the others):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from loadertune import _lazy
 
 __all__ = [
     "MARGIN",
@@ -135,8 +136,4 @@ _WHERE = {
     "warmup_steps": "_steady_state",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _lazy(__name__, _WHERE)

@@ -1,13 +1,13 @@
 """Checks made before anything starts: each failure names the config key and the fix.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_host_lock``: one timing process per host: a lock that a second sweep or trial waits on or is
   refused by.
 - ``_preflight``: predict, before any worker starts, settings that would exhaust memory, /dev/shm
   or descriptors.
-- ``_resolvers``: omegaConf resolvers the configs use, registered before Hydra composes anything.
+- ``_resolvers``: OmegaConf resolvers the configs use, registered before Hydra composes anything.
 - ``_shards``: the shard arithmetic of a streaming dataset, checked before any worker starts.
 - ``_user_code``: a user's own code named by dotted paths, resolved and tried once before anything
   starts.

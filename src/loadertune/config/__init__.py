@@ -1,8 +1,8 @@
 """The typed configuration: Hydra's config converted once into dataclasses, PyTorch's
 DataLoader rules, and the dotted paths a config names.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_schema``: a config node merged into its dataclass schema, or one line naming the key and the
   fix.
@@ -12,7 +12,7 @@ one room never imports the others):
   ``hf_iterable.yaml``): iterable datasets read shard by shard, each worker its own shards.
 - ``_targets``: import a user's class or callable by its dotted path, or say in one line why it
   cannot be.
-- ``_torch_rules``: pyTorch's own DataLoader rules, written once: what needs workers, and its
+- ``_torch_rules``: PyTorch's own DataLoader rules, written once: what needs workers, and its
   defaults.
 - ``_typed``: typed configuration for one trial, converted once from Hydra's config at the
   boundary.

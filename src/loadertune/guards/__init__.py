@@ -1,7 +1,7 @@
 """Guards around a running trial: its memory budget, its workers, how it is stopped and ends.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_memory_watch``: keep a trial's process tree under its memory budget: when to sample, and when
   to stop it.

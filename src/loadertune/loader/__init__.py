@@ -1,7 +1,7 @@
 """The one place that builds a DataLoader, and the workload and timed loop around it.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_build``: the one place that builds a ``torch.utils.data.DataLoader``.
 - ``_exported``: where ``loader=best`` finds the settings a verdict exported, checked before Hydra

@@ -1,7 +1,7 @@
 """The machine a trial runs on: what it is, and what else used it while a trial was measured.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_host``: what machine a trial ran on: recorded with every trial, since timings only compare
   within one.

@@ -1,7 +1,7 @@
 """Measurement: the timed window, when it has measured enough, and what its figures say.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_accelerator``: the CUDA path: host-to-device copies timed on the device, GPU memory and
   utilisation.

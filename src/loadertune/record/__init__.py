@@ -1,8 +1,8 @@
 """What a trial measured or how it failed, and where that goes: MLflow, files, the terminal,
 the sweep that started it.
 
-Rooms (the names other packages use are listed below and imported lazily, so importing
-one room never imports the others):
+Rooms (the names other packages use are re-exported below, each room imported on the first
+use of one of its names, so importing the package imports none of them):
 
 - ``_channel``: the line from a trial's process back to the sweep that started it.
 - ``_failures``: how a trial can fail, in one documented vocabulary, and how to tell which way it

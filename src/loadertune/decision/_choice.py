@@ -3,7 +3,7 @@ rounds.
 
 Each setting is a key mapped to its times by round (``{round: time}``) and a cost the caller
 gives (a number or a tuple: lower is cheaper). The fastest is the lowest time once the
-rounds' effects are taken out (:func:`loadertune.paired_stats.round_free_times`), so a
+rounds' effects are taken out (:func:`loadertune.measure._paired_stats.round_free_times`), so a
 setting measured in fewer rounds is not ranked by which rounds those were. A
 cheaper setting is the pick only when the rounds *show* it as fast: the top of the 95%
 interval of its time over the fastest's within ``TOLERANCE``

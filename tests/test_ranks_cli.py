@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -168,18 +170,27 @@ def _left_running(marks: Path) -> list[int]:
     return alive
 
 
+@pytest.fixture
+def short_temp() -> Iterator[Path]:
+    """A temporary folder for the ranks' ``TMPDIR`` with a short path: torch's launcher makes
+    a Unix socket under it, whose path may not pass 107 bytes, and pytest's own ``tmp_path``
+    grows with its run count (``/tmp/pytest-of-root/pytest-118/popen-gw1/test_the_ranks_...``)."""
+    folder = Path(tempfile.mkdtemp(prefix="lt-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _rank_folders(temp: Path) -> list[str]:
     return sorted(p.name for p in temp.glob("loadertune-ranks-*"))
 
 
 def test_the_ranks_of_a_killed_single_trial_die_with_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short_temp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kill -9 of ``loadertune trial.nproc_per_node=2`` (the ranks' parent): its pipes end
     (``_loadertune`` reads them to the end), no rank or worker runs on, and the next trial's
     start removes the launcher's folder it left."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_temp
     monkeypatch.setenv("TMPDIR", str(temp))
     marks = tmp_path / "marks"
     status, err = _loadertune(tmp_path, *with_tiny(_killing(marks, up=1)))
@@ -197,12 +208,11 @@ def test_the_ranks_of_a_killed_single_trial_die_with_it(
 
 
 def test_the_ranks_of_a_killed_sweep_die_with_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short_temp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kill -9 of ``loadertune -m`` while a 2-rank trial runs: the sweep's pipes end (``sweep``
     reads them to the end, as ``| tee`` does), no trial process, rank or worker runs on."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_temp
     monkeypatch.setenv("TMPDIR", str(temp))
     marks = tmp_path / "marks"
     proc = sweep(tmp_path, "hydra.sweeper.study_name=s", *_killing(marks, up=2))
@@ -217,12 +227,11 @@ def test_the_ranks_of_a_killed_sweep_die_with_it(
 
 
 def test_a_killed_two_rank_trial_process_is_recorded_killed_and_leaves_no_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short_temp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trial process SIGKILLed under its ranks is ``trial_killed``, as with one rank (not
     a hang its ranks kept the pipe open for), and the sweep removes the launcher's folder."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = short_temp
     monkeypatch.setenv("TMPDIR", str(temp))
     marks = tmp_path / "marks"
     proc = sweep(

@@ -47,3 +47,8 @@ def test_a_pruned_trial_carries_other_cpu_percent(tmp_path: Path) -> None:
     _, children, _ = mlflow_runs(tmp_path)
     (pruned,) = [c for c in children if c.data.tags["optuna.state"] == "PRUNED"]
     assert pruned.data.metrics["other_cpu_percent"] == trials[2].user_attrs["other_cpu_percent"]
+    # The steps it managed, named as a complete trial's figures are (record.summary_metrics).
+    (complete, *_) = [c for c in children if c.data.tags["optuna.state"] == "COMPLETE"]
+    summary = {k for k in complete.data.metrics if k in pruned.data.metrics}
+    assert {"time_per_sample_ms", "step_time_ms_p99", "copy_ms_mean", "window_s"} <= summary
+    assert "series.compute_ms" in pruned.data.metrics  # its per-step series, all four

@@ -58,6 +58,8 @@ __all__ = [
     "says_disk_full",
     "sqlite_file",
     "step_progress",
+    "step_series",
+    "summary_metrics",
     "tracking_uri",
     "trial_params",
     "ui_hint",
@@ -85,7 +87,7 @@ if TYPE_CHECKING:
     )
     from loadertune.record._mlflow_store import open_store, sqlite_file
     from loadertune.record._report import print_summary, step_progress, wide_console
-    from loadertune.record._result import RankFigures, TrialResult
+    from loadertune.record._result import RankFigures, TrialResult, summary_metrics
     from loadertune.record._result_stores import (
         StoreUnavailable,
         bound_tracking_retries,
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
         log_trial,
         mlflow_run,
         param_text,
+        step_series,
         tracking_uri,
         trial_params,
         ui_hint,
@@ -140,6 +143,8 @@ _WHERE = {
     "step_progress": "_report",
     "StepError": "_failures",
     "StoreUnavailable": "_result_stores",
+    "step_series": "_tracking",
+    "summary_metrics": "_result",
     "tracking_uri": "_tracking",
     "trial_params": "_tracking",
     "TrialFailure": "_failures",

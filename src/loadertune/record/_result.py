@@ -123,29 +123,12 @@ class TrialResult:
 
     def metrics(self) -> dict[str, float]:
         """The summary metrics under their documented names."""
-        s = self.summary
         return {
-            "time_per_sample_ms": s.time_per_sample_ms,
-            "samples_per_s": s.samples_per_s,
-            "step_time_ms_p50": s.step_time_ms_p50,
-            "step_time_ms_p90": s.step_time_ms_p90,
-            "step_time_ms_p99": s.step_time_ms_p99,
-            "data_wait_ms_p50": s.data_wait_ms_p50,
-            "data_wait_ms_p90": s.data_wait_ms_p90,
-            "data_wait_fraction": s.data_wait_fraction,
-            "copy_ms_mean": s.copy_ms_mean,
-            "compute_ms_mean": s.compute_ms_mean,
+            **summary_metrics(self.summary),
             "first_batch_s": self.first_batch_s,
             "peak_memory_mb": self.peak_memory_mb,
             "cpu_percent_mean": self.cpu_percent_mean,
-            "timed_steps": float(s.steps),
             "warmup_steps": float(self.warmup_steps),
-            "timed_samples": float(s.samples),
-            "window_s": s.window_s,
-            "cycle_window_s": s.cycle_window_s,
-            "cycle_samples": float(s.cycle_samples),
-            "wait_cpu_cores": s.wait_cpu_cores,
-            "step_cpu_cores": s.step_cpu_cores,
             "other_cpu_percent": self.other_cpu_percent,
             "steal_percent": self.steal_percent,
             **({} if self.rate_ci_pct is None else {"rate_ci_pct": self.rate_ci_pct}),
@@ -163,3 +146,27 @@ class TrialResult:
             del data["ranks"]
         data["metrics"] = self.metrics()
         return data
+
+
+def summary_metrics(s: TimingSummary) -> dict[str, float]:
+    """A timed window's figures under their documented metric names: a complete trial's
+    (:meth:`TrialResult.metrics`) and the steps a stopped one managed alike."""
+    return {
+        "time_per_sample_ms": s.time_per_sample_ms,
+        "samples_per_s": s.samples_per_s,
+        "step_time_ms_p50": s.step_time_ms_p50,
+        "step_time_ms_p90": s.step_time_ms_p90,
+        "step_time_ms_p99": s.step_time_ms_p99,
+        "data_wait_ms_p50": s.data_wait_ms_p50,
+        "data_wait_ms_p90": s.data_wait_ms_p90,
+        "data_wait_fraction": s.data_wait_fraction,
+        "copy_ms_mean": s.copy_ms_mean,
+        "compute_ms_mean": s.compute_ms_mean,
+        "timed_steps": float(s.steps),
+        "timed_samples": float(s.samples),
+        "window_s": s.window_s,
+        "cycle_window_s": s.cycle_window_s,
+        "cycle_samples": float(s.cycle_samples),
+        "wait_cpu_cores": s.wait_cpu_cores,
+        "step_cpu_cores": s.step_cpu_cores,
+    }

@@ -28,6 +28,7 @@ from loadertune.record._mlflow_store import open_store
 if TYPE_CHECKING:
     from mlflow.entities import Metric
 
+    from loadertune.measure import StepRecord
     from loadertune.record._result import TrialResult
 
 _BATCH = 1000  # MLflow accepts at most 1000 metrics per log_batch call
@@ -148,6 +149,24 @@ def trial_tags(result: TrialResult) -> dict[str, str]:
     return tags
 
 
+def step_series(steps: list[StepRecord], timestamp_ms: int) -> list[Metric]:
+    """The per-step series of ``steps`` (a complete trial's, or those a stopped one managed):
+    ``series.step_time_ms``, ``series.data_wait_ms``, ``series.copy_ms``, ``series.compute_ms``
+    at each step's index."""
+    from mlflow.entities import Metric
+
+    return [
+        Metric(SERIES + key, value * 1000.0, timestamp_ms, r.index)
+        for r in steps
+        for key, value in (
+            ("step_time_ms", r.step_s),
+            ("data_wait_ms", r.wait_s),
+            ("copy_ms", r.copy_s),
+            ("compute_ms", r.compute_s),
+        )
+    ]
+
+
 def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
     """Per-step and per-sample series as MLflow metrics with their step index.
 
@@ -158,15 +177,7 @@ def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
     """
     from mlflow.entities import Metric
 
-    out: list[Metric] = []
-    for r in result.steps:
-        for key, value in (
-            ("step_time_ms", r.step_s),
-            ("data_wait_ms", r.wait_s),
-            ("copy_ms", r.copy_s),
-            ("compute_ms", r.compute_s),
-        ):
-            out.append(Metric(SERIES + key, value * 1000.0, timestamp_ms, r.index))
+    out = step_series(result.steps, timestamp_ms)
     for i, s in enumerate(result.resources):  # memory is read in some samples only
         out.append(Metric(SERIES + "cpu_percent", s.cpu_percent, timestamp_ms, i))
         if s.memory_bytes is not None:

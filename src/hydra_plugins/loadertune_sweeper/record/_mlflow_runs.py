@@ -21,12 +21,13 @@ from optuna.trial import FrozenTrial, TrialState
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.measure import StepRecord, summarize
 from loadertune.record import (
-    SERIES,
     Reason,
     TrialResult,
     artifact_root,
     log_trial,
     param_text,
+    step_series,
+    summary_metrics,
     tracking_uri,
     trial_params,
     ui_hint,
@@ -178,9 +179,7 @@ class SweepRecorder:
             if key in frozen.user_attrs:
                 figures[key] = float(frozen.user_attrs[key])
         metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
-        for r in steps:
-            metrics.append(Metric(SERIES + "step_time_ms", r.step_s * 1000, now, r.index))
-            metrics.append(Metric(SERIES + "data_wait_ms", r.wait_s * 1000, now, r.index))
+        metrics += step_series(steps, now)
         for i in range(0, max(len(metrics), 1), 1000):
             self.client.log_batch(
                 run_id, metrics=metrics[i : i + 1000], params=params if i == 0 else []
@@ -310,18 +309,7 @@ def _ms(moment: datetime | None) -> int | None:
 
 def partial_metrics(steps: list[StepRecord]) -> dict[str, float]:
     """Summary of the steps a stopped trial managed (none if it timed nothing)."""
-    if not steps:
-        return {}
-    s = summarize(steps)
-    return {
-        "time_per_sample_ms": s.time_per_sample_ms,
-        "samples_per_s": s.samples_per_s,
-        "step_time_ms_p50": s.step_time_ms_p50,
-        "step_time_ms_p90": s.step_time_ms_p90,
-        "data_wait_ms_p50": s.data_wait_ms_p50,
-        "data_wait_fraction": s.data_wait_fraction,
-        "timed_steps": float(s.steps),
-    }
+    return summary_metrics(summarize(steps)) if steps else {}
 
 
 def results_yaml(

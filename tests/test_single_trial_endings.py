@@ -59,6 +59,13 @@ def _descendants(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's default disposition, as a command typed at a terminal has it: a suite started
+    from a script's background job (``cmd &``) passes SIGINT on ignored, and a single trial
+    started so ignores Ctrl-C as a sweep's trial does (``guards.TrialStopper``)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_ctrl_c_ends_a_single_trial_with_130_in_one_line(tmp_path: Path, ranks: int) -> None:
     """SIGINT to the terminal's process group, as Ctrl-C sends it, once the trial's tree runs
@@ -75,7 +82,9 @@ def test_ctrl_c_ends_a_single_trial_with_130_in_one_line(tmp_path: Path, ranks: 
         ]
     )
     args = [f"paths.output_root={tmp_path}", "tracking.enabled=false", "trial.host_lock=off"]
-    proc = start_cli(tmp_path, *args, *overrides, start_new_session=True)
+    proc = start_cli(
+        tmp_path, *args, *overrides, start_new_session=True, preexec_fn=_as_from_a_terminal
+    )
     try:
         tree = psutil.Process(proc.pid)
         running = 2 if ranks == 1 else 5  # a worker a rank, a sampler (and the ranks)

@@ -70,11 +70,9 @@ def assess(
     """The confidence in ``rec`` (:mod:`loadertune.decision`), with the sweep's own checks:
     the noise pooled over every setting measured again, and other work on the machine.
     ``search_busy``: each search trial's busy share (0..1). A setting that lost every round
-    by more than the tolerance (:data:`._candidates.LEFT_RACE`) is no risk to the pick and
-    has fewer rounds: it is checked only for whether it may still be faster, over the rounds
-    it ran, with the noise every candidate's rounds show
-    (:func:`loadertune.decision.findings`). One that left because more rounds could not
-    change the pick is still compared with it, scatter included: it left close to it."""
+    (:func:`_compared_and_lost`) is checked only for whether it may still be faster, over the
+    rounds it ran, with the noise every candidate's rounds show
+    (:func:`loadertune.decision.findings`)."""
     measured, left = _compared_and_lost(cands)
     pooled, _ = pooled_ratio_sd(measured)
     everyone = measured + left

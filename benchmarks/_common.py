@@ -63,10 +63,10 @@ def compose_run_config(overrides: Sequence[str]) -> Any:
     """The RunConfig ``loadertune <overrides>`` would run, with tracking off."""
     from hydra import compose, initialize_config_dir
 
-    from loadertune.checks import _resolvers as resolvers
+    from loadertune.checks import register_resolvers
     from loadertune.config import to_run_config
 
-    resolvers.register()
+    register_resolvers()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(
             "config",

@@ -34,9 +34,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from loadertune.checks import _resolvers as resolvers
+from loadertune.checks import register_resolvers
 
-resolvers.register()
+register_resolvers()
 
 BUILT = ("batch_size", "num_workers", "prefetch_factor", "persistent_workers", "pin_memory")
 """The DataLoader's own attributes, logged as ``built.*``: what reached the loader."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -196,31 +197,68 @@ def test_the_cores_top_level_is_small_and_every_package_lists_its_rooms() -> Non
         assert listed == rooms, f"{package}/__init__ lists {sorted(listed)}, holds {sorted(rooms)}"
 
 
-@pytest.mark.parametrize(
-    "package", [p for p in PACKAGES if "_WHERE" in vars(importlib.import_module(f"loadertune.{p}"))]
+def _type_checking_imports(tree: ast.Module) -> dict[str, tuple[str, str]] | None:
+    """What the ``if TYPE_CHECKING:`` block of a package's ``__init__`` imports, each name as
+    its module and its name there, where ``__getattr__ = _lazy(...)`` re-exports those names
+    (None for a package that does not)."""
+    lazy = any(
+        isinstance(node, ast.Assign)
+        and ast.unparse(node.targets[0]) == "__getattr__"
+        and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) == "_lazy"
+        for node in tree.body
+    )
+    return (
+        {
+            alias.asname or alias.name: (line.module, alias.name)
+            for block in tree.body
+            if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+            for line in block.body
+            if isinstance(line, ast.ImportFrom) and line.module
+            for alias in line.names
+        }
+        if lazy
+        else None
+    )
+
+
+LAZY_PACKAGES = sorted(
+    _module_name(init)
+    for init in CORE.rglob("__init__.py")
+    if _type_checking_imports(ast.parse(init.read_text())) is not None
 )
-def test_every_name_a_package_re_exports_is_its_rooms(package: str) -> None:
-    module = importlib.import_module(f"loadertune.{package}")
-    where = module._WHERE
-    assert sorted(module.__all__) == sorted(where)
-    for name, room in where.items():
-        assert getattr(module, name) is getattr(
-            importlib.import_module(f"{module.__name__}.{room}"), name
-        )
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_a_lazy_package_re_exports_what_its_type_checking_block_imports(package: str) -> None:
+    """``__all__`` (what mypy and ruff read) names exactly the names of the TYPE_CHECKING
+    imports (what ``_lazy`` reads), and each resolves to that import, defined below the
+    package; any other name is refused naming the package."""
+    module = importlib.import_module(package)
+    imports = _type_checking_imports(ast.parse(Path(str(module.__file__)).read_text()))
+    assert imports is not None
+    assert sorted(module.__all__) == sorted(imports)
+    for name in module.__all__:
+        value = getattr(module, name)
+        where, original = imports[name]
+        assert value is getattr(importlib.import_module(where), original)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__.startswith(f"{package}."), f"{name}: {value.__module__}"
+    with pytest.raises(AttributeError, match=re.escape(repr(package))):
+        _ = module.no_such_name
 
 
 def _lazy_names(init: Path) -> set[str] | None:
-    """The names a package's ``_WHERE`` re-exports and those its ``__init__`` defines (None
-    for a package without a ``_WHERE``)."""
-    where, defined = None, set()
-    for node in ast.parse(init.read_text()).body:
-        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_WHERE":
-            where = set(ast.literal_eval(node.value))
-        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+    """The names a package's ``_lazy`` re-exports and those its ``__init__`` defines (None
+    for a package without ``_lazy``)."""
+    tree = ast.parse(init.read_text())
+    imports, defined = _type_checking_imports(tree), set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
             defined.add(node.name)
         elif isinstance(node, ast.Assign):
             defined.update(ast.unparse(target) for target in node.targets)
-    return None if where is None else where | defined
+    return None if imports is None else set(imports) | defined
 
 
 def test_every_name_imported_from_a_lazy_package_is_one_it_re_exports() -> None:

@@ -18,8 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from loadertune._hydra_private import composition_errors
-from loadertune.checks import HostBusy, timing_lock, validate
-from loadertune.checks import _resolvers as resolvers
+from loadertune.checks import HostBusy, register_resolvers, timing_lock, validate
 from loadertune.config import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus, status_of
@@ -54,7 +53,7 @@ if TYPE_CHECKING:
     from loadertune.config import RunConfig
     from loadertune.record import TrialResult
 
-resolvers.register()
+register_resolvers()
 
 
 def run_from_hydra(cfg: DictConfig) -> float:

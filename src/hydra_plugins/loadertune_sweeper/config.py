@@ -13,7 +13,7 @@ without importing Optuna. The sweeper builds the sampler and pruner from these n
 
 One default per key: ``conf/config.yaml`` (its ``hydra.sweeper`` node, with its comments) is
 the source of truth users read, and every default here equals it but ``params`` (the default
-study's space is the app's, written there once); ``tests/test_config_defaults.py`` composes
+study's space is the app's, written there once); ``tests/config/test_defaults.py`` composes
 both and compares them key by key.
 """
 

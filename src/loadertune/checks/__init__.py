@@ -31,6 +31,7 @@ __all__ = [
     "check_mode",
     "check_worker_count",
     "loader_callables",
+    "register_resolvers",
     "shard_limit",
     "timing_lock",
     "validate",
@@ -48,26 +49,9 @@ if TYPE_CHECKING:
         worker_cap,
         worker_mb,
     )
+    from loadertune.checks._resolvers import register as register_resolvers
     from loadertune.checks._shards import Shards, shard_limit
     from loadertune.checks._user_code import Trust, loader_callables
     from loadertune.checks._validation import validate, validate_loader
 
-_WHERE = {
-    "Batch": "_preflight",
-    "check_lock_dir": "_host_lock",
-    "check_mode": "_host_lock",
-    "check_worker_count": "_preflight",
-    "HostBusy": "_host_lock",
-    "loader_callables": "_user_code",
-    "shard_limit": "_shards",
-    "Shards": "_shards",
-    "timing_lock": "_host_lock",
-    "Trust": "_user_code",
-    "validate": "_validation",
-    "validate_loader": "_validation",
-    "worker_cap": "_preflight",
-    "worker_mb": "_preflight",
-    "WorkerCap": "_preflight",
-}
-
-__getattr__ = _lazy(__name__, _WHERE)
+__getattr__ = _lazy(__name__, __file__)

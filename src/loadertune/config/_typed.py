@@ -7,7 +7,7 @@ person sees one line instead of a traceback. Inside the package only these objec
 
 One default per key: the YAML, with its comments, is the source of truth users read, and each
 default here equals it (the presets ``storage=hdd|nfs`` aside, which are their own values of
-the throttled schema); ``tests/test_config_defaults.py`` composes both and compares them.
+the throttled schema); ``tests/config/test_defaults.py`` composes both and compares them.
 """
 
 from __future__ import annotations

@@ -45,16 +45,4 @@ if TYPE_CHECKING:
     from loadertune.guards._trial_stop import trial_guards
     from loadertune.guards._worker_tether import die_with_parent, tether
 
-_WHERE = {
-    "BudgetPacer": "_memory_watch",
-    "die_with_parent": "_worker_tether",
-    "end": "_process_end",
-    "expect_workers": "_memory_watch",
-    "footprint_reader": "_memory_watch",
-    "listen_for_workers": "_memory_watch",
-    "tether": "_worker_tether",
-    "trial_guards": "_trial_stop",
-    "TrialMemoryWatch": "_memory_watch",
-}
-
-__getattr__ = _lazy(__name__, _WHERE)
+__getattr__ = _lazy(__name__, __file__)

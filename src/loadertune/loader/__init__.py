@@ -83,32 +83,4 @@ if TYPE_CHECKING:
         stop_rule,
     )
 
-_WHERE = {
-    "accelerator_available": "_build",
-    "ALWAYS": "_build",
-    "build_dataloader": "_build",
-    "build_loader": "_workload",
-    "build_workload": "_workload",
-    "check_loader_choice": "_exported",
-    "dataloader_kwargs": "_build",
-    "effective_settings": "_build",
-    "exported_conf": "_exported",
-    "loader_config": "_build",
-    "loader_yaml": "_build",
-    "LoaderSource": "_build",
-    "output_root_of": "_exported",
-    "read_loader_yaml": "_build",
-    "resolve_device": "_workload",
-    "StepLoop": "_step_loop",
-    "stop_rule": "_workload",
-    "synchronizer": "_step_loop",
-    "tensors_in": "_build",
-    "to_device": "_build",
-    "TUNED_FOR": "_build",
-    "tuned_for": "_build",
-    "use_command": "_exported",
-    "warn_if_unsharded": "_sharding",
-    "Workload": "_workload",
-}
-
-__getattr__ = _lazy(__name__, _WHERE)
+__getattr__ = _lazy(__name__, __file__)

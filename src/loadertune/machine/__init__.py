@@ -74,32 +74,4 @@ if TYPE_CHECKING:
     from loadertune.machine._run_queue import Sched, queued_s, run_waits
     from loadertune.machine._tree_sampler import SamplerReport, TreeSampler
 
-_WHERE = {
-    "cgroup_cpu_quota": "_host",
-    "CGROUP_V1_MOUNT": "_host",
-    "CGROUP_V2_MOUNTS": "_host",
-    "cpu_budget": "_host",
-    "cpu_model": "_host",
-    "CpuBudget": "_host",
-    "cpus_per_rank": "_host",
-    "CpuSource": "_host",
-    "Interference": "_interference",
-    "InterferenceMeter": "_interference",
-    "local_world_size": "_host",
-    "machine_info": "_host",
-    "measure_interference": "_interference",
-    "memory_budget_bytes": "_host",
-    "peak_memory_bytes": "_monitor",
-    "ProcessTreeMonitor": "_monitor",
-    "queued_s": "_run_queue",
-    "ResourceSample": "_monitor",
-    "run_waits": "_run_queue",
-    "SamplerReport": "_tree_sampler",
-    "Sched": "_run_queue",
-    "slurm_cpus": "_host",
-    "SLURM_KEYS": "_host",
-    "TreeSampler": "_tree_sampler",
-    "usable_cpus": "_host",
-}
-
-__getattr__ = _lazy(__name__, _WHERE)
+__getattr__ = _lazy(__name__, __file__)

@@ -21,11 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CUDA_TESTS = [
-    "tests/test_cuda.py",
-    "tests/test_autoloader.py::test_pin_memory_is_probed_on_cuda",
-    "tests/test_experiments.py::test_tokens_gpu_preset",
-    "tests/test_ranks.py::test_two_ranks_on_two_gpus_train_with_nccl",
-    "tests/test_ranks_budget.py::test_more_ranks_than_visible_gpus_is_refused_on_cuda",
+    "tests/measure/test_accelerator.py",
+    "tests/autoloader/test_loader.py::test_pin_memory_is_probed_on_cuda",
+    "tests/e2e/test_experiments.py::test_tokens_gpu_preset",
+    "tests/ranks/test_ranks.py::test_two_ranks_on_two_gpus_train_with_nccl",
+    "tests/checks/test_ranks_budget.py::test_more_ranks_than_visible_gpus_is_refused_on_cuda",
 ]
 AUTOLOADER = """
 import torch

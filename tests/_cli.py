@@ -17,13 +17,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
-from tests.conftest import FIXTURES, with_tiny
+from tests.conftest import CONF, FIXTURES, with_tiny
 
 SCRIPT = str(Path(sys.executable).with_name("loadertune"))
 
@@ -148,9 +148,9 @@ def made_mlflow_store(out: Path) -> None:
     A fresh SQLite store runs MLflow's migrations, about 5 s of CPU beside every sweep's start
     (``record/_store_ahead``); the sweeps whose tests read what the sweep recorded, not how
     its store came to be, start from the copy. The making itself is tested on its own
-    (tests/test_store_ahead.py, tests/test_store_race.py) and in the sweeps that start without
-    one (the review sweep, the shared record sweep of tests/test_sweep.py, the fault sweeps
-    that run the command themselves).
+    (tests/sweeper/record/test_store_ahead.py, tests/record/test_mlflow_store.py) and in the
+    sweeps that start without one (the review sweep, the shared record sweep of
+    tests/e2e/test_sweep.py, the fault sweeps that run the command themselves).
     """
     target = out / "mlflow.db"
     if not target.exists():
@@ -174,3 +174,27 @@ def _empty_mlflow_store() -> Path:
         assert done.returncode == 0, done.stderr
         _STORES.append(db)
     return _STORES[0]
+
+
+def trial_status(
+    out: Path,
+    *overrides: str,
+    wrap: list[str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> tuple[int, str]:
+    """Run one trial of the CLI in a subprocess (under ``wrap``); its status and stderr."""
+    lock = (
+        ["trial.host_lock=off"] if "host_lock:" in (CONF / "trial/default.yaml").read_text() else []
+    )
+    args = [f"paths.output_root={out}", "tracking.enabled=false", *lock, *overrides]
+    command = [*(wrap or []), SCRIPT]
+    proc = run_cli(out, *args, timeout=120, command=command, preexec_fn=preexec)
+    return proc.returncode, proc.stderr
+
+
+def tiny_trial(
+    out: Path, *overrides: str, module: bool = False
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "loadertune"] if module else [SCRIPT]
+    args = [f"paths.output_root={out}", *with_tiny(overrides)]
+    return run_cli(out, *args, timeout=300, command=command)

@@ -1,6 +1,6 @@
 """The source tree's shape: no import cycle, the core's packages and the sweeper's wings import
-only downward, each lists its rooms, and modules and functions stay small enough to read in one
-pass."""
+only downward, each lists its rooms, modules and functions stay small enough to read in one
+pass, and the test tree mirrors the source."""
 
 from __future__ import annotations
 
@@ -319,3 +319,30 @@ def test_modules_and_functions_stay_small(path: Path) -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert long == []
+
+
+TESTS = SRC.parent / "tests"
+# Test modules that stay at the top of tests/: the tree's own shape, and the top-level modules
+# of the core (exit statuses, run_trial).
+TOP_TESTS = {
+    "test_layout.py",
+    "test_private_fences.py",
+    "test_suite_isolation.py",
+    "test_exit_status.py",
+    "test_trial.py",
+    "test_trial_streaming.py",
+}
+
+
+def test_the_test_tree_mirrors_the_source() -> None:
+    """A unit test lives in ``tests/<package>/`` for a core package, ``tests/sweeper/<wing>/``
+    for a sweeper wing; ``loadertune`` in a subprocess and the frameworks in ``tests/e2e/``.
+    A new test module elsewhere, or a folder named for no package, fails here."""
+    folders = {"e2e", "sweeper", *(f"sweeper/{w}" for w in WINGS), *PACKAGES}
+    for path in TESTS.rglob("test_*.py"):
+        where = path.parent.relative_to(TESTS).as_posix()
+        if where == ".":
+            assert path.name in TOP_TESTS, f"{path.name}: move it to the folder of what it tests"
+        elif not where.startswith("fixtures_pkg"):
+            assert where in folders, f"tests/{where}: no source package of that name"
+            assert (path.parent / "__init__.py").exists(), f"tests/{where} lacks __init__.py"

@@ -12,6 +12,8 @@ Torch is imported only inside the functions.
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
 import warnings
 from typing import Any
 
@@ -95,8 +97,6 @@ def unwatch_all_workers() -> None:
     ``dataloader._MultiProcessingDataLoaderIter``: the class of an iterator with workers is not
     exported; a trial about to kill its workers finds their iterators through the collector.
     """
-    import gc
-
     from torch.utils.data import dataloader
 
     with contextlib.suppress(Exception), warnings.catch_warnings():  # best effort
@@ -111,6 +111,4 @@ def import_dynamo() -> None:
     (``torch._compile._disable_dynamo``): a sweep imports it once before forking its trials,
     so no trial pays the import (:mod:`hydra_plugins.loadertune_sweeper.trial._warm_parent`).
     """
-    import importlib
-
     importlib.import_module("torch._dynamo")

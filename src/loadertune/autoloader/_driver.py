@@ -31,7 +31,7 @@ from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
 from loadertune.config import in_flight
-from loadertune.machine import Sched, queued_s, run_waits
+from loadertune.machine import Sched, queued_s, run_waits, usable_cpus
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
@@ -314,8 +314,6 @@ class Driver:
 
     def _settle(self) -> None:
         """Keep the chosen setting for the rest of training, close the other pools, record."""
-        from loadertune.machine import usable_cpus
-
         cpus = usable_cpus()  # the node's: the figures hold every rank's CPU time
         for setting, pool in list(self.pools.items()):  # one whose workers died idle is out
             why = self.world.agree(pool.lost_workers())

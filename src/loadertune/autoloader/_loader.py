@@ -7,6 +7,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from loadertune.loader import (
     effective_settings,
     warn_if_unsharded,
 )
-from loadertune.machine import cpus_per_rank
+from loadertune.machine import cpus_per_rank, usable_cpus
 from loadertune.record import bounded_tracking_retries
 
 if TYPE_CHECKING:
@@ -256,8 +257,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     @property
     def settings(self) -> dict[str, Any]:
         """The chosen settings as ``build_dataloader`` takes them (until settled: the current)."""
-        from dataclasses import asdict
-
         cfg = loader_settings(self._setting(), self._batch, bool(self.shuffle),
                               self._drop_last, self._context)  # fmt: skip
         return asdict(effective_settings(cfg, self.device))
@@ -294,8 +293,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         As torchdata's ``StatefulDataLoader``: call it between batches, save it with the
         model; ``load_state_dict`` on a new AutoLoader before iterating resumes mid-epoch.
         """
-        from dataclasses import asdict
-
         d = self._tuning()
         return {
             "version": STATE_VERSION,
@@ -314,8 +311,6 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         self._plan.restore(state["plan"])
         d.tuner.restore(state["tuner"])
         if state["settled"] is not None:
-            from loadertune.machine import usable_cpus
-
             cpus = usable_cpus()  # the node's, as at settling
             decision = decide(d.tuner, cpus) if d.tuner.measures else None
             d.resume_settled(Setting(**state["settled"]), decision)

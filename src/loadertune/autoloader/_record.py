@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,8 +45,6 @@ def mlflow_active() -> bool:
     A script with a run open has imported mlflow; without that or the environment variable,
     mlflow is not imported just to ask (it takes seconds, inside the training loop).
     """
-    import sys
-
     if "mlflow" not in sys.modules:
         return bool(os.environ.get("MLFLOW_TRACKING_URI"))
     import mlflow
@@ -147,8 +146,6 @@ def record(
 ) -> str:
     """Write the session as an MLflow run; returns its id. With ``ranks`` > 1 the figures are
     the node's (each segment the slowest rank's) and ``autotune.world_size`` says so."""
-    import time
-
     import mlflow
     from mlflow import MlflowClient
     from mlflow.entities import Param, RunTag

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,8 +235,6 @@ def check(
 def _iterable_items(loader: LoaderConfig, dataset: Any, nproc_per_node: int) -> tuple[Any, int]:
     """(the first item, the largest of the first few) of an iterable dataset whose shards
     are enough for its readers; a warning where it splits by sample instead."""
-    import warnings
-
     from loadertune.datasets.iterable import first_items, unwrapped
 
     shards = shards_of(unwrapped(dataset))

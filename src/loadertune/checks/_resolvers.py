@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from loadertune.checks._preflight import worker_cap
+from loadertune.machine import cpus_per_rank
+
 
 def max_workers(per_cpu: int = 2, ranks: int = 1) -> int:
     """Top of the default ``num_workers`` range, where a sweep starts searching: ``per_cpu``
@@ -16,9 +19,6 @@ def max_workers(per_cpu: int = 2, ranks: int = 1) -> int:
     resolves, and the config's check refuses the value itself in one line naming the key
     (:func:`loadertune.checks._validation.validate_ranks`), where a resolver's error would be a
     traceback from inside OmegaConf."""
-    from loadertune.checks._preflight import worker_cap
-    from loadertune.machine import cpus_per_rank
-
     count = ranks if isinstance(ranks, int) and not isinstance(ranks, bool) else 1
     return min(per_cpu * cpus_per_rank(count), worker_cap(count).workers)
 

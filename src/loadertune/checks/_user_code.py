@@ -16,9 +16,13 @@ repeated in the same process, so validating every trial of a sweep stays cheap.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import multiprocessing
 import pickle
+import site
+import sys
+import sysconfig
 import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +32,7 @@ from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, Storag
 from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
 from loadertune.models import build_user_step
+from loadertune.storage import StorageSession
 
 CHECK_ITEMS = 4
 """Items the collate is tried on (fewer when the batch or the dataset is smaller)."""
@@ -146,10 +151,6 @@ def _installed_home(top: str, unfound: str | None = None) -> str | None:
     """Where an installed top-level module lives (``the standard library``, ``the installed
     package X``), or None for the user's own; one that cannot be found is ``unfound``
     (None before importing: resolve then says it does not import)."""
-    import site
-    import sys
-    import sysconfig
-
     if top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return "the standard library"
     origin = _origin(top)
@@ -172,9 +173,6 @@ def _installed_home(top: str, unfound: str | None = None) -> str | None:
 def _origin(top: str) -> str | None:
     """The file (or folder, for a namespace package) a top-level module is loaded from, or
     ``built-in``/``frozen``; None when it cannot be found. Located, not imported."""
-    import importlib.util
-    import sys
-
     loaded = getattr(sys.modules.get(top), "__file__", None)
     if loaded:
         return str(loaded)  # already imported: ``__main__`` has a file but no spec
@@ -249,8 +247,6 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
         ConfigError: naming ``loader.collate_fn``: the collate raised on those items.
     """
     from torch.utils.data import default_collate
-
-    from loadertune.storage import StorageSession
 
     plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle
     dataset = build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)

@@ -8,6 +8,7 @@ accelerator). Checking here means a bad value costs nothing and leaves nothing h
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import multiprocessing
 from pathlib import Path
 
@@ -204,8 +205,6 @@ STREAMING_PACKAGES = {"webdataset": "webdataset", "hf_iterable": "datasets"}
 
 def _check_streaming_extra(name: str) -> None:
     """Refuse a streaming dataset whose package is not installed, with the install line."""
-    import importlib.util
-
     package = STREAMING_PACKAGES[name]
     if importlib.util.find_spec(package) is None:
         raise ConfigError(

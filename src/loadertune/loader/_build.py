@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -257,8 +258,6 @@ def _check_tuned_for(tuned: int) -> None:
     if dist.is_available() and dist.is_initialized():
         world = dist.get_world_size()
         if world != tuned:
-            import warnings
-
             warnings.warn(
                 f"loadertune: these loader settings were tuned for {tuned} rank(s) per node "
                 f"({TUNED_FOR}={tuned}) and run on {world}: num_workers is per rank, so tune "

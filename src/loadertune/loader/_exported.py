@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadertune.errors import ConfigError
+from loadertune.loader._build import read_loader_yaml
 
 DEFAULT_OUTPUT_ROOT = "outputs"
 PACKAGED = Path(__file__).resolve().parents[1] / "conf"
@@ -52,8 +53,6 @@ def check_loader_choice(argv: Sequence[str]) -> None:
     """Raise :class:`~loadertune.errors.ConfigError` if ``loader=<name>`` names an exported
     option that is missing or unreadable (a packaged option, or an explicit
     ``hydra.searchpath``, is left to Hydra)."""
-    from loadertune.loader._build import read_loader_yaml
-
     names = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("loader=")]
     if not names or any(a.startswith("hydra.searchpath") for a in argv):
         return

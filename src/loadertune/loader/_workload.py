@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loadertune.checks import _preflight as preflight
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, in_flight
 from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
-from loadertune.guards import tether
+from loadertune.guards import expect_workers, tether
+from loadertune.loader._build import build_dataloader, effective_settings
 from loadertune.loader._rank_share import RankShare
 from loadertune.measure import StopRule, stream_sampler
 from loadertune.models import build_train_step
@@ -62,10 +64,7 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
     """Seed torch, build the dataset on the storage (unless given) and a model step, check."""
     import torch
 
-    from loadertune.checks import _preflight as preflight
     from loadertune.datasets.iterable import WorkerTally, is_iterable
-    from loadertune.guards import expect_workers
-    from loadertune.loader._build import effective_settings
 
     tc = config.trial
     torch.manual_seed(tc.seed)
@@ -110,7 +109,6 @@ def build_loader(
     window: the loop opens the next (:class:`~loadertune.loader._step_loop.StepLoop`). Its workers
     die with this process, also when it is killed while they start (:mod:`.worker_tether`)."""
     from loadertune.datasets.iterable import is_iterable
-    from loadertune.loader._build import build_dataloader
 
     if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
         loader = build_dataloader(workload.dataset, workload.effective, workload.device)
@@ -124,8 +122,6 @@ def _indexed_loader(
 ) -> Any:
     """A map-style dataset's loader over this rank's share of a seeded index stream."""
     import torch
-
-    from loadertune.loader._build import build_dataloader
 
     eff = workload.effective
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -140,8 +141,6 @@ def main(argv: list[str]) -> None:
     when the trial closes its input. A trial that ended without reading the report (killed,
     interrupted) has closed the pipe: nothing is left to say, and nothing is printed.
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     root, hz = int(argv[0]), float(argv[1])
     report = sample_until_stopped(root, hz)

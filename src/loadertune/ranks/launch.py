@@ -18,6 +18,7 @@ file of its processes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import os
 import signal
@@ -31,10 +32,13 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from loadertune import _torch_private
+from loadertune.loader import build_workload
 from loadertune.machine import machine_info
 from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
+from loadertune.ranks.node import node_result
 from loadertune.record import Reason, TrialFailure, classify
+from loadertune.storage import ranks_folder
 
 if TYPE_CHECKING:
     from torch.distributed.elastic.multiprocessing.api import SignalException
@@ -72,10 +76,6 @@ def run_ranks(
         ConfigError: the workload cannot be built, before any rank starts.
         TrialFailure: a rank raised, died or hung; the message names it.
     """
-    from loadertune.loader import build_workload
-    from loadertune.ranks.node import node_result
-    from loadertune.storage import ranks_folder
-
     workload = build_workload(config, store)
     store.before_loading()
     # Workers of a loader this process ran before (a caller's, a test's) stay registered with
@@ -233,8 +233,6 @@ def _omp_default() -> Iterator[None]:
 def _launcher_quiet() -> Iterator[None]:
     """The launcher's own log lines off while it runs: the trial's failure says what happened,
     and torch's log formatter imports its compiler (seconds) to format the first error."""
-    import logging
-
     import torch.distributed.launcher.api  # noqa: F401  (its loggers exist from here on)
 
     names = [n for n in logging.root.manager.loggerDict if n.startswith(_LAUNCHER_LOGGERS)]

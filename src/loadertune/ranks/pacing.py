@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loadertune.models import build_user_step
+
 Beat = Callable[[], None]
 
 
@@ -84,8 +86,6 @@ class _LazyPaced:
 
     def __call__(self, batch: Any) -> None:
         if self.lazy.step is None:
-            from loadertune.models import build_user_step
-
             made = build_user_step(self.lazy.cfg, self.lazy.device, batch)
             self.lazy.step = distribute(made, self.device, self.beat)
         self.lazy(batch)

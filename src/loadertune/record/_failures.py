@@ -11,6 +11,7 @@ uses their stable prefixes.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -180,8 +181,6 @@ def worker_death(exitcodes: Iterable[int | None]) -> Reason | None:
     "exited unexpectedly" and nothing more. The exit status still holds the signal: SIGKILL is
     the kernel's out-of-memory killer's, SIGBUS a full ``/dev/shm``'s, anything else a crash.
     """
-    import signal
-
     died = [code for code in exitcodes if code is not None and code != 0]
     if not died:
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -23,9 +25,6 @@ WIDE = 160  # columns when the output is not a terminal and COLUMNS is not set
 def wide_console(stderr: bool = False) -> Console:
     """A rich console: a terminal's own width, else ``COLUMNS`` or 160 columns, so output
     piped to a file or a CI log is not wrapped at rich's default of 80."""
-    import os
-    import sys
-
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(stderr=stderr)

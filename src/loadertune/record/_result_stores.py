@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from loadertune.errors import ConfigError
@@ -76,22 +79,16 @@ def check_tracking_server(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
 def _scheme(uri: str) -> str:
     """The URI's scheme as MLflow reads it: a database's without its ``+driver``, a Windows
     drive letter none."""
-    import urllib.parse
-
     scheme = urllib.parse.urlparse(uri).scheme.lower().split("+", 1)[0]
     return "" if len(scheme) == 1 else scheme
 
 
 def _plugin_schemes() -> set[str]:
-    from importlib.metadata import entry_points
-
     return {e.name for e in entry_points(group="mlflow.tracking_store")}
 
 
 def _check_server(uri: str, timeout_s: float) -> None:
     """The server answers MLflow's REST API (or asks for credentials, as behind auth)."""
-    import json
-
     url = f"{uri.rstrip('/')}/{SEARCH}"
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import shlex
+import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +128,6 @@ def param_text(value: Any) -> str:
 
 def trial_params(config: RunConfig) -> dict[str, str]:
     """The flattened config as MLflow params (``loader.num_workers`` ...)."""
-    from dataclasses import asdict
-
     sections = {
         k: asdict(getattr(config, k)) for k in ("dataset", "storage", "model", "loader", "trial")
     }
@@ -190,8 +194,6 @@ def mlflow_run(
     tracking: TrackingConfig, output_root: str, run_name: str | None = None, **kwargs: Any
 ) -> Iterator[Any]:
     """Start an MLflow run in the configured store and experiment; FAILED if the body raises."""
-    import logging
-
     import mlflow
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
@@ -213,8 +215,6 @@ def log_trial(
     The tags include the bottleneck label and the sentence that explains it
     (:mod:`loadertune.measure._diagnosis`), with its evidence in ``diagnosis.json``.
     """
-    import time
-
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
 
@@ -250,8 +250,6 @@ def ui_hint(uri: str, experiment_id: str, run_id: str, artifacts: Path | None) -
     """
     if uri.startswith(("http://", "https://")):
         return [f"MLflow: {uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"]
-    import shlex
-
     command = [
         mlflow_command(),
         "ui",
@@ -269,9 +267,6 @@ def ui_hint(uri: str, experiment_id: str, run_id: str, artifacts: Path | None) -
 
 def mlflow_command() -> str:
     """``mlflow`` if that is this environment's, else the full path of this environment's."""
-    import shutil
-    import sys
-
     own = Path(sys.executable).with_name("mlflow")
     found = shutil.which("mlflow")
     if not own.exists() or (found and Path(found).resolve() == own.resolve()):

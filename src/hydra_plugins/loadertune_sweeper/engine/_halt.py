@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 from loadertune.checks import check_lock_dir
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
-from loadertune.record import StoreUnavailable, check_tracking_server, check_writable
+from loadertune.record import StoreUnavailable, check_tracking_server, check_writable, tracking_uri
 
 if TYPE_CHECKING:
     from ..plan._sweep_plan import SweepPlan
@@ -34,8 +34,6 @@ def fail(message: str, status: ExitStatus = ExitStatus.BAD_INPUT) -> NoReturn:
 def check_stores(plan: SweepPlan, lock_mode: str = "off") -> None:
     """The output root writable with room to spare, the tracking server answering, the host's
     timing lock's folder usable (unless ``lock_mode`` is off)."""
-    from loadertune.record import tracking_uri
-
     base = plan.base
     try:
         check_writable(base.paths.output_root)

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadertune.record import sqlite_file
+from loadertune.config import TrackingConfig
+from loadertune.record import open_store, sqlite_file, tracking_uri
 
 
 def make_store_ahead(config: Any) -> Callable[[], None]:
@@ -44,9 +45,6 @@ def make_store_ahead(config: Any) -> Callable[[], None]:
 
 def _new_sqlite_store(config: Any) -> str | None:
     """The store's URI when tracking is on and it is a SQLite file that does not exist."""
-    from loadertune.config import TrackingConfig
-    from loadertune.record import tracking_uri
-
     try:
         tracking = config.tracking
         if not bool(tracking.enabled):
@@ -64,8 +62,6 @@ def _make(uri: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when forked off the main thread
     code = 0
     try:
-        from loadertune.record import open_store
-
         from ._console import quiet_libraries
 
         quiet_libraries()  # the console stays the sweep's: no migration lines from here

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from loadertune.machine import measure_interference
+
 if TYPE_CHECKING:
     from loadertune.machine import Interference
     from loadertune.record import TrialResult
@@ -28,8 +30,6 @@ QUIET_PROBES = 2  # looks in a row under the threshold that count as quiet
 
 
 def _probe(seconds: float) -> Interference:
-    from loadertune.machine import measure_interference
-
     return measure_interference(seconds, os.getpid())
 
 

@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 from loadertune.config import workers_of
 
 from .._keys import TrialAttr, TrialFigures
+from ._candidates import recommend
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -111,8 +112,6 @@ def _workers(trial: FrozenTrial) -> int:
 
 def _recommended(cands: list[Candidate]) -> Candidate | None:
     """The candidate the verdict recommends, or None when none was measured again."""
-    from ._candidates import recommend
-
     measured = [c for c in cands if c.values]
     return recommend(measured).chosen if measured else None
 

@@ -475,11 +475,13 @@ def mlflow_server(
 
 
 def test_heartbeats_let_any_host_fail_a_dead_hosts_trial(
-    pg_database: Callable[[str], str],
+    pg_database: Callable[[str], str], disposed: Callable[[Any], Any]
 ) -> None:
     storage = pg_database("beat")
     sampler, pruner = optuna.samplers.RandomSampler(), optuna.pruners.NopPruner()
-    study = _storage.open_study(storage, "s", "minimize", sampler, pruner, heartbeat_s=1, grace_s=1)
+    study = disposed(
+        _storage.open_study(storage, "s", "minimize", sampler, pruner, heartbeat_s=1, grace_s=1)
+    )
     with warnings.catch_warnings():  # "Heartbeat ... supposed to be used with optimize"
         warnings.simplefilter("ignore", UserWarning)
         silent, beating = study.ask(), study.ask()
@@ -493,14 +495,24 @@ def test_heartbeats_let_any_host_fail_a_dead_hosts_trial(
     assert frozen.state == TrialState.FAIL
     assert frozen.user_attrs[TrialAttr.REASON] == _storage.INTERRUPTED
     assert study.trials[beating.number].state == TrialState.RUNNING
-    _dispose(study)
 
 
-def _dispose(study: optuna.Study) -> None:
-    """Close the study's database connections (psycopg warns about open ones at exit)."""
-    backend = getattr(study._storage, "_backend", study._storage)
-    with contextlib.suppress(AttributeError):
-        backend.engine.dispose()
+@pytest.fixture
+def disposed() -> Iterator[Callable[[Any], Any]]:
+    """Hands back each study or storage it is given, and closes its database connections when
+    the test ends, passed or failed: psycopg warns about a connection left open when it is
+    collected, and that warning fails whichever test is running then."""
+    held: list[Any] = []
+
+    def hold(study_or_storage: Any) -> Any:
+        held.append(study_or_storage)
+        return study_or_storage
+
+    yield hold
+    for item in held:
+        storage = getattr(item, "_storage", item)
+        with contextlib.suppress(AttributeError):
+            getattr(storage, "_backend", storage).engine.dispose()
 
 
 def sweep_process(out: Path, *overrides: str) -> subprocess.Popen[str]:
@@ -574,7 +586,12 @@ def _agree(
         and t.user_attrs.get(TrialAttr.REASON) != _storage.OVER_BUDGET
         and TrialAttr.REPEAT_OF not in t.user_attrs
     ]
-    assert sorted(numbers) == [t.number for t in recorded]
+    differ = set(numbers) ^ {t.number for t in recorded}
+    assert sorted(numbers) == [t.number for t in recorded], [
+        (t.number, t.state.name, {k: v for k, v in t.user_attrs.items() if k != TrialAttr.ERROR})
+        for t in study.trials
+        if t.number in differ
+    ]
     repeats = [t for t in study.trials if TrialAttr.REPEAT_OF in t.user_attrs]
     counted = sum(p.data.metrics.get("repeats_answered", 0) for p in parents)
     assert counted <= len(repeats)  # a killed sweep may die between Optuna's record and MLflow's
@@ -593,11 +610,14 @@ def _agree(
 
 @pytest.mark.slow
 def test_two_sweeps_share_a_study_and_one_survives_the_other(
-    tmp_path: Path, pg_database: Callable[[str], str], mlflow_server: str
+    tmp_path: Path,
+    pg_database: Callable[[str], str],
+    mlflow_server: str,
+    disposed: Callable[[Any], Any],
 ) -> None:
     """Two ``loadertune -m`` at once on one PostgreSQL study; one is killed mid-trial."""
     storage, total = pg_database("optuna"), 8
-    watch = optuna.storages.RDBStorage(storage)  # one connection pool for all the polling
+    watch = disposed(optuna.storages.RDBStorage(storage))  # one pool for all the polling
     # Two "hosts" that are this one machine: without this, the host's timing lock would
     # (rightly) make the second wait for the first.
     args = [*shared(storage, mlflow_server, total, "two-sweeps"), PARALLEL]
@@ -643,12 +663,14 @@ def test_two_sweeps_share_a_study_and_one_survives_the_other(
     for t in lost:
         assert by_number[t.number].data.tags["mlflow.parentRunId"] == killed.info.run_id
         assert by_number[t.number].data.tags["reason"] == _storage.INTERRUPTED
-    _dispose(study)
 
 
 @pytest.mark.slow
 def test_fan_out_through_submitits_local_executor(
-    tmp_path: Path, pg_database: Callable[[str], str], mlflow_server: str
+    tmp_path: Path,
+    pg_database: Callable[[str], str],
+    mlflow_server: str,
+    disposed: Callable[[Any], Any],
 ) -> None:
     """The SLURM code path, run by submitit's local executor: two workers, one study."""
     import hydra_plugins.hydra_submitit_launcher  # noqa: F401  (a dev dependency: no skip)
@@ -672,17 +694,18 @@ def test_fan_out_through_submitits_local_executor(
     assert (sweep_dir / "optimization_results.yaml").exists()
     for k in (0, 1):
         assert (sweep_dir / f"worker{k}" / "optimization_results.yaml").exists()
-    study = optuna.load_study(study_name="shared", storage=storage)
+    study = disposed(optuna.load_study(study_name="shared", storage=storage))
     assert len([t for t in study.trials if _storage.counts(t)]) == 4
     parents, _ = _agree(study, mlflow_server, "fan-out")
     assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
-    _dispose(study)
 
 
 @pytest.mark.slow
-def test_a_host_of_another_class_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_host_of_another_class_is_refused_in_one_line(
+    tmp_path: Path, disposed: Callable[[Any], Any]
+) -> None:
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = optuna.create_study(storage=storage, study_name="s")
+    study = disposed(optuna.create_study(storage=storage, study_name="s"))
     study.set_user_attr(StudyAttr.FINGERPRINT, _print().as_dict())
     proc = sweep_process(tmp_path, "hydra.sweeper.study_name=s", f"hydra.sweeper.storage={storage}")
     out, err = proc.communicate(timeout=120)
@@ -691,4 +714,3 @@ def test_a_host_of_another_class_is_refused_in_one_line(tmp_path: Path) -> None:
     assert line.startswith("loadertune: error: hydra.sweeper.force_fingerprint=false: study s")
     assert "differs: cpu_model 'Xeon 8480' here " in line
     assert len(optuna.load_study(study_name="s", storage=storage).trials) == 0
-    _dispose(study)

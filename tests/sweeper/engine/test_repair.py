@@ -104,3 +104,32 @@ def test_a_trial_orphaned_by_a_killed_sweep_has_one_run_after_the_rerun(tmp_path
     orphan = next(c for c in _children(again) if c.data.tags[Tag.TRIAL_NUMBER] == str(cut.number))
     assert orphan.data.tags[Tag.STUDY_NAME] == "s"
     assert orphan.info.status == "FAILED" and orphan.data.tags[Tag.REASON] == "interrupted"
+
+
+def test_a_repeat_cut_before_its_tell_gets_no_run(tmp_path: Path) -> None:
+    """A sweep killed while it answered a trial from an earlier one (``repeat_of`` set, the
+    earlier reports copied, not yet told): the trial is failed as interrupted, and like every
+    repeat it has no child run, so MLflow's runs are still the measured trials."""
+    study = _study(tmp_path)
+    dead = _recorder(tmp_path, study)
+    space = {"loader.num_workers": optuna.distributions.IntDistribution(0, 4)}
+    done = study.ask(space)
+    done.set_user_attr(TrialAttr.PARENT_RUN, str(dead.parent_id))
+    dead.record_trial(study.tell(done, 2.0), None, None, [], "", {})
+    cut = study.ask(space)
+    for key, value in ((TrialAttr.PARENT_RUN, str(dead.parent_id)),
+                       (TrialAttr.OWNER_HOST, socket.gethostname()),
+                       (TrialAttr.OWNER_PID, _dead_pid()),
+                       (TrialAttr.REPEAT_OF, done.number)):  # fmt: skip
+        cut.set_user_attr(key, value)
+    cut.report(2.0, 1)
+
+    orphans = fail_orphaned_trials(study)
+    assert orphans == [cut.number]
+    again = _recorder(tmp_path, study)
+    again.record_orphans(study, orphans)
+    lines = resumed(study, [], again, locked=True)
+
+    numbers = [int(c.data.tags[Tag.TRIAL_NUMBER]) for c in _children(again)]
+    assert numbers == [done.number], lines
+    assert study.trials[cut.number].state == TrialState.FAIL

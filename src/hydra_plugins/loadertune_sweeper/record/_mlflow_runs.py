@@ -264,11 +264,17 @@ class SweepRecorder:
     @guarded
     def record_orphans(self, study: optuna.Study, numbers: list[int]) -> None:
         """Record trials a dead sweep left RUNNING: a FAILED child under the dead sweep's
-        parent run (ended KILLED if it was left RUNNING too), so MLflow agrees with Optuna."""
+        parent run (ended KILLED if it was left RUNNING too), so MLflow agrees with Optuna.
+
+        A repeat cut between its answer and its tell (it carries ``repeat_of``) gets none: a
+        trial answered from another measured nothing, and has no child run however it ends.
+        """
         if not self.enabled or not numbers:
             return
         for number in numbers:
             frozen = study.trials[number]
+            if TrialAttr.REPEAT_OF in frozen.user_attrs:
+                continue
             parent = frozen.user_attrs.get(TrialAttr.PARENT_RUN) or self.parent_id
             with contextlib.suppress(Exception):  # the dead sweep's run may be elsewhere
                 old = self.client.get_run(str(parent))

@@ -59,8 +59,11 @@ def with_tiny(overrides: Sequence[str]) -> list[str]:
     return [*base, *overrides]
 
 
+Compose = Callable[[Sequence[str]], DictConfig]  # the ``compose`` fixture's type
+
+
 @pytest.fixture
-def compose(tmp_path: Path) -> Callable[[Sequence[str]], DictConfig]:
+def compose(tmp_path: Path) -> Compose:
     """Compose the real ``conf/`` with the tiny sizes, writing under ``tmp_path``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.measure._precision import MAX_STEPS_FACTOR, rate_ci
-
-Compose = Callable[[Sequence[str]], DictConfig]
+from tests.conftest import Compose
 
 
 def test_default_trial_measures_the_timed_window(compose: Compose) -> None:

@@ -3,11 +3,9 @@ before any worker starts, passes re-opened outside the timed window, idle worker
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.checks._shards import Shards, check_shards, shards_of
@@ -15,8 +13,7 @@ from loadertune.config._typed import LoaderConfig, to_run_config
 from loadertune.errors import ConfigError
 from loadertune.measure._diagnosis import diagnose_result
 from loadertune.measure._timing import StepTimer
-
-Compose = Callable[[Sequence[str]], DictConfig]
+from tests.conftest import Compose
 
 
 def _stream(*extra: str) -> list[str]:

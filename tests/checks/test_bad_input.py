@@ -8,7 +8,7 @@ single trial, a sweep) are called in-process: one line, exit status 2, nothing r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,9 +22,8 @@ from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.exit_status import ExitStatus
 from tests._cli import run_cli, run_main
-from tests.conftest import CONF
+from tests.conftest import CONF, Compose
 
-Compose = Callable[[Sequence[str]], DictConfig]
 GROUPS = ("dataset", "storage", "model", "loader", "trial", "tracking")
 # Keys whose value is free text or free-form by design.
 FREE = {

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import pytest
-from omegaconf import DictConfig
 
 from loadertune.checks._validation import validate
 from loadertune.config._typed import (
@@ -18,8 +15,7 @@ from loadertune.config._typed import (
     to_run_config,
 )
 from loadertune.errors import ConfigError
-
-Compose = Callable[[Sequence[str]], DictConfig]
+from tests.conftest import Compose
 
 
 def test_defaults_compose_to_typed_config(compose: Compose) -> None:

@@ -7,13 +7,11 @@ each runs once as ``loadertune`` from the command line.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.checks._validation import validate
@@ -24,9 +22,8 @@ from loadertune.datasets.array_shards import ArrayShardsDataset, ensure_array_sh
 from loadertune.datasets.tokens import TokenDataset, ensure_tokens
 from loadertune.errors import ConfigError
 from tests._cli import tiny_trial
+from tests.conftest import Compose
 from tests.window import assert_whole_window
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 SHARDS = [
     "dataset=array_shards",

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config._typed import SimulatedModelConfig, ThrottledStorageConfig, to_run_config
 from tests._cli import run_cli
 from tests._sweeps import sweep
+from tests.conftest import Compose
 from tests.window import assert_whole_window
 
-Compose = Callable[[Sequence[str]], DictConfig]
 TOKENS_ON_CPU = [
     "experiment=tokens_gpu",
     "dataset=tokens",

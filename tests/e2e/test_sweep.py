@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 import pytest
-from omegaconf import DictConfig
 from optuna.trial import TrialState
 
 from loadertune import run_trial
 from loadertune.config._typed import to_run_config
 from tests._sweeps import NAMED, Swept, finished, mlflow_runs, study_at, sweep
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Compose
 
 pytestmark = pytest.mark.slow
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 SLOW_READS = [
     # Every image read waits 20 ms on a device that serves 32 reads at once: over 80 ms to

@@ -6,20 +6,18 @@ time is split out of a step and that asking for absent CUDA is refused with the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 import torch
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config._typed import to_run_config
 from loadertune.errors import ConfigError
 from loadertune.measure._accelerator import CudaCopyTimer, copy_figures, tensor_bytes
 from loadertune.measure._timing import StepTimer
+from tests.conftest import Compose
 
-Compose = Callable[[Sequence[str]], DictConfig]
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 

@@ -14,13 +14,12 @@ import shlex
 import subprocess
 import sys
 from collections import namedtuple
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from loadertune.checks._validation import validate
 from loadertune.config._targets import resolve
@@ -29,7 +28,7 @@ from loadertune.errors import ConfigError
 from loadertune.loader._build import tensors_in, to_device
 from loadertune.models._custom import default_loss
 from tests._cli import SCRIPT, cli_env, run_cli
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT, Compose
 
 EXAMPLES = ROOT / "examples"
 DOC = ROOT / "docs" / "custom_training.md"
@@ -113,9 +112,6 @@ def test_default_loss(out: torch.Tensor, targets: Any, kind: str) -> None:
         else out.mean()
     )
     assert torch.allclose(loss, expected)
-
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 
 def test_model_custom_composes_with_its_keyword_arguments(compose: Compose) -> None:

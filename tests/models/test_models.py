@@ -3,12 +3,10 @@ pairs that cannot work refused before anything is built, naming the model and th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.checks._validation import validate
@@ -18,9 +16,8 @@ from loadertune.models import build_train_step, check_model
 from loadertune.models._steps import RealStep
 from loadertune.models._transformer import TokenTransformer, next_token_loss
 from loadertune.models._vision import resnet18
+from tests.conftest import Compose
 from tests.window import assert_whole_window
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 TOKENS = ["dataset=tokens", "dataset.count=4000", "dataset.seq_len=16", "dataset.vocab_size=100"]
 TINY_GPT = ["model=transformer", "model.layers=1", "model.d_model=16", "model.heads=2"]

@@ -6,13 +6,11 @@ import contextlib
 import multiprocessing
 import os
 import socket
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config._typed import to_run_config
@@ -22,8 +20,8 @@ from loadertune.ranks import launch
 from loadertune.ranks.board import Board, hung_rank
 from loadertune.ranks.node import node_summary
 from loadertune.record._failures import TrialFailure
+from tests.conftest import Compose
 
-Compose = Callable[[Sequence[str]], DictConfig]
 TWO = ["++trial.nproc_per_node=2"]
 SHM = Path("/dev/shm")
 

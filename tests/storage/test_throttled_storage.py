@@ -10,11 +10,10 @@ import itertools
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig
 
 from loadertune import run_trial
 from loadertune.config._typed import (
@@ -29,9 +28,8 @@ from loadertune.storage._device import schedule, wait_until
 from loadertune.storage._page_cache import evict, resident_fraction
 from loadertune.storage._scratch import PREFIX, _alive, _owner_pid, remove_stale
 from tests._sweeps import mlflow_runs, study_at, sweep
+from tests.conftest import Compose
 from tests.window import assert_whole_window
-
-Compose = Callable[[Sequence[str]], DictConfig]
 
 # Tiny shards of 16 KB samples: big enough that a slow device's bandwidth, not Python, limits.
 SHARDS = [

@@ -38,7 +38,7 @@ PACKAGES = [
     "ranks",
     "autoloader",
 ]
-FENCES = ["errors", "exit_status", "_torch_private", "_hydra_private"]
+FENCES = ["errors", "_torch_private", "_hydra_private"]
 MAX_CORE_TOP_LEVEL = 8  # modules, __init__ and __main__ included
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -328,7 +328,7 @@ TOP_TESTS = {
     "test_layout.py",
     "test_private_fences.py",
     "test_suite_isolation.py",
-    "test_exit_status.py",
+    "test_errors.py",
     "test_trial.py",
     "test_trial_streaming.py",
 }

@@ -20,8 +20,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 from loadertune._hydra_private import composition_errors
 from loadertune.checks import HostBusy, register_resolvers, timing_lock, validate
 from loadertune.config import to_run_config
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus, status_of
+from loadertune.errors import ConfigError, ExitStatus, status_of
 from loadertune.guards import end
 from loadertune.loader import check_loader_choice, output_root_of
 from loadertune.measure import too_short
@@ -61,7 +60,7 @@ def run_from_hydra(cfg: DictConfig) -> float:
 
     Under the loadertune sweeper the trial streams to the sweep process instead, which
     records it (see :mod:`loadertune.record._channel`). On its own, anything that stops it ends in
-    one line and an exit status (:mod:`loadertune.exit_status`).
+    one line and an exit status (:mod:`loadertune.errors`).
     """
 
     link = channel.current()

@@ -19,8 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from loadertune.checks import _resolvers as resolvers
 from loadertune.checks._validation import validate
 from loadertune.config._typed import to_run_config
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from tests._cli import run_cli, run_main
 from tests.conftest import CONF, Compose
 

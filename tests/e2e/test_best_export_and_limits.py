@@ -18,8 +18,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from tests._cli import SCRIPT, cli_env, run_cli, run_main
 from tests.conftest import ROOT, lacking, with_tiny
 

@@ -16,7 +16,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from tests._processes import processes_under
 from tests._sweeps import (
     SLOW,

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from tests._cli import run_cli, trial_status
 from tests._processes import zombie
 from tests._sweeps import NAMED, Swept, finished, mlflow_runs, study_at, sweep

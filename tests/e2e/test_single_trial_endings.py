@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 import loadertune
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from tests._cli import start_cli, trial_status
 from tests.conftest import with_tiny
 

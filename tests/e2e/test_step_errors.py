@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from loadertune.loader._step_loop import StepLoop
 from loadertune.measure._accelerator import HostCopyTimer
 from loadertune.measure._timing import StepTimer

@@ -21,7 +21,7 @@ from mlflow.exceptions import MlflowException
 from optuna.trial import TrialState
 
 from hydra_plugins.loadertune_sweeper.study._study_file import StudyFile, StudyLost, store_failure
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from loadertune.record._failures import Reason
 from tests._processes import processes_under
 from tests._sweeps import SLOW, faulty_sweep, mlflow_runs, running_trial, wait_for

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from optuna.trial import TrialState
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from tests._cli import SCRIPT, run_cli, run_main
 from tests._processes import processes_under
 from tests._sweeps import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from tests._cli import cli_env, start_cli
 from tests._mlflow_server import free_port, mlflow_server_process
 

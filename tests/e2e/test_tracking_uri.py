@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from loadertune.record._result_stores import MLFLOW_SCHEMES, StoreUnavailable, check_tracking_server
 from tests._cli import run_cli, run_main
 from tests._mlflow_server import free_port

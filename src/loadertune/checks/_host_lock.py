@@ -26,8 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from loadertune.record import StoreUnavailable, write_text_atomically
 
 MODES = ("wait", "refuse", "off")

@@ -25,7 +25,7 @@ import psutil
 
 from loadertune import _torch_private
 from loadertune.config import TrialConfig
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 from loadertune.guards._memory_watch import TrialMemoryWatch
 from loadertune.guards._worker_output import WorkerOutputWatch
 from loadertune.machine import memory_budget_bytes

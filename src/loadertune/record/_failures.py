@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ExitStatus
 
 
 class Reason(str, Enum):

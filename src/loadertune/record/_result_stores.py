@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from loadertune.record._mlflow_store import open_store
 
 REACH_TIMEOUT_S = 5.0

@@ -1,6 +1,6 @@
 """How a sweep ends when it cannot go on: one line, its exit status, nothing lost.
 
-The statuses are :class:`loadertune.exit_status.ExitStatus`. Stores are checked before the
+The statuses are :class:`loadertune.errors.ExitStatus`. Stores are checked before the
 study is opened (:func:`check_stores`), so an unreachable tracking server or a full disk
 leaves no study with waiting trials behind; a failing trial's error is shown once, so a sweep
 whose trials all fail is never silent.
@@ -12,8 +12,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from loadertune.checks import check_lock_dir
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus
+from loadertune.errors import ConfigError, ExitStatus
 from loadertune.record import StoreUnavailable, check_tracking_server, check_writable, tracking_uri
 
 if TYPE_CHECKING:

@@ -20,8 +20,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from loadertune.checks import HostBusy, timing_lock
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus, status_of
+from loadertune.errors import ConfigError, ExitStatus, status_of
 from loadertune.machine import memory_budget_bytes
 from loadertune.record import (
     USER_BUGS,
@@ -104,7 +103,7 @@ class SweepEngine:
         self._stop_requested = True
 
     def sweep(self, arguments: list[str]) -> None:
-        """Run the sweep here; how it ended is its exit status (:mod:`loadertune.exit_status`):
+        """Run the sweep here; how it ended is its exit status (:mod:`loadertune.errors`):
         bad input and unusable stores end it with one line before anything runs."""
         s = self.settings
         self.store_made = make_store_ahead(self.compose.config)  # beside torch's import
@@ -216,7 +215,7 @@ class SweepEngine:
         return _Session(plan, study, recorder, view, slots, budget, upcoming, watched)
 
     def _run(self, plan: SweepPlan, study: optuna.Study, sampler: Any) -> ExitStatus:
-        """Search, then the verdict; how the sweep ended (see :mod:`loadertune.exit_status`)."""
+        """Search, then the verdict; how the sweep ended (see :mod:`loadertune.errors`)."""
         session = self._start(plan, study, sampler)
         status, ending = "FINISHED", ExitStatus.NO_RESULT
         study_failed = False  # the study's store failed: it holds what it committed, no more

@@ -25,8 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from loadertune._hydra_private import BASIC_LAUNCHER as BASIC
 from loadertune._hydra_private import job_error
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus, status_of
+from loadertune.errors import ConfigError, ExitStatus, status_of
 
 from .._keys import Recommended, Results, TrialAttr
 

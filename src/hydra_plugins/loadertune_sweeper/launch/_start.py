@@ -6,8 +6,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loadertune.errors import ConfigError
-from loadertune.exit_status import status_of
+from loadertune.errors import ConfigError, status_of
 
 from ..plan._settings_checks import sweep_settings
 from . import _fanout

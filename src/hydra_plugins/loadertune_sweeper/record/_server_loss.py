@@ -5,7 +5,7 @@ whose server died would log "Retrying" lines for minutes a write and never end. 
 bounds the retries (``result_stores.bound_tracking_retries``); a write that still fails is
 told apart from a refusal by asking the server's ``/health`` (the start-up check, the one
 home of that rule): gone, the recorder stops writing (:class:`TrackingLost`) and the sweep
-ends with :attr:`~loadertune.exit_status.ExitStatus.INFRASTRUCTURE`. Optuna keeps every trial
+ends with :attr:`~loadertune.errors.ExitStatus.INFRASTRUCTURE`. Optuna keeps every trial
 it was told of; the next start, with the server back, adds those MLflow lacks
 (``engine._repair.record_missing``).
 """

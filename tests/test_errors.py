@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loadertune.checks._host_lock import HostBusy
-from loadertune.errors import ConfigError
-from loadertune.exit_status import ExitStatus, status_of
+from loadertune.errors import ConfigError, ExitStatus, status_of
 from loadertune.record._failures import InfeasibleSetting, Reason, StepError, TrialFailure
 from loadertune.record._result_stores import StoreUnavailable
 

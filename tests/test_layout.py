@@ -38,7 +38,7 @@ PACKAGES = [
     "ranks",
     "autoloader",
 ]
-FENCES = ["errors", "_torch_private", "_hydra_private"]
+FENCES = ["errors", "_lazy", "_torch_private", "_hydra_private"]
 MAX_CORE_TOP_LEVEL = 8  # modules, __init__ and __main__ included
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
@@ -199,13 +199,13 @@ def test_the_cores_top_level_is_small_and_every_package_lists_its_rooms() -> Non
 
 def _type_checking_imports(tree: ast.Module) -> dict[str, tuple[str, str]] | None:
     """What the ``if TYPE_CHECKING:`` block of a package's ``__init__`` imports, each name as
-    its module and its name there, where ``__getattr__ = _lazy(...)`` re-exports those names
+    its module and its name there, where ``__getattr__ = lazy_package(...)`` re-exports those names
     (None for a package that does not)."""
     lazy = any(
         isinstance(node, ast.Assign)
         and ast.unparse(node.targets[0]) == "__getattr__"
         and isinstance(node.value, ast.Call)
-        and ast.unparse(node.value.func) == "_lazy"
+        and ast.unparse(node.value.func) == "lazy_package"
         for node in tree.body
     )
     return (
@@ -232,7 +232,7 @@ LAZY_PACKAGES = sorted(
 @pytest.mark.parametrize("package", LAZY_PACKAGES)
 def test_a_lazy_package_re_exports_what_its_type_checking_block_imports(package: str) -> None:
     """``__all__`` (what mypy and ruff read) names exactly the names of the TYPE_CHECKING
-    imports (what ``_lazy`` reads), and each resolves to that import, defined below the
+    imports (what ``lazy_package`` reads), and each resolves to that import, defined below the
     package; any other name is refused naming the package."""
     module = importlib.import_module(package)
     imports = _type_checking_imports(ast.parse(Path(str(module.__file__)).read_text()))
@@ -249,8 +249,8 @@ def test_a_lazy_package_re_exports_what_its_type_checking_block_imports(package:
 
 
 def _lazy_names(init: Path) -> set[str] | None:
-    """The names a package's ``_lazy`` re-exports and those its ``__init__`` defines (None
-    for a package without ``_lazy``)."""
+    """The names a package's ``lazy_package`` re-exports and those its ``__init__`` defines (None
+    for a package without ``lazy_package``)."""
     tree = ast.parse(init.read_text())
     imports, defined = _type_checking_imports(tree), set()
     for node in tree.body:
@@ -326,6 +326,7 @@ TESTS = SRC.parent / "tests"
 # of the core (exit statuses, run_trial).
 TOP_TESTS = {
     "test_layout.py",
+    "test_lazy.py",
     "test_private_fences.py",
     "test_suite_isolation.py",
     "test_errors.py",

@@ -16,6 +16,9 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from hydra._internal import utils
+from hydra.errors import ConfigCompositionException, OverrideParseException
+
 if TYPE_CHECKING:
     from hydra.core.utils import JobReturn
 
@@ -39,9 +42,6 @@ def job_error(ret: JobReturn) -> Any:
 def composition_errors(handle: Callable[[Exception], None]) -> Iterator[None]:
     """While open, Hydra's composition and override errors go to ``handle`` (which may exit)
     before Hydra's own report; anything else is reported by Hydra as before."""
-    from hydra._internal import utils
-    from hydra.errors import ConfigCompositionException, OverrideParseException
-
     real = utils.run_and_report
 
     def reporting(func: Any) -> Any:

@@ -17,6 +17,8 @@ import importlib
 import warnings
 from typing import Any
 
+from loadertune._lazy import torch_data
+
 
 def persistent_iterator(loader: Any) -> Any:
     """The iterator a ``persistent_workers`` loader keeps between epochs, or None.
@@ -71,9 +73,7 @@ def unwatch_workers(it: Any) -> None:
     there is no public switch.
     """
     if getattr(it, "_worker_pids_set", False):
-        from torch.utils.data._utils import signal_handling
-
-        signal_handling._remove_worker_pids(id(it))  # type: ignore[attr-defined]
+        torch_data._utils.signal_handling._remove_worker_pids(id(it))  # type: ignore[attr-defined]
         it._worker_pids_set = False
 
 
@@ -84,10 +84,8 @@ def watch_workers(it: Any) -> None:
     :func:`unwatch_workers`; PyTorch registers workers only when it starts them.
     """
     if not getattr(it, "_worker_pids_set", True):
-        from torch.utils.data._utils import signal_handling
-
         pids = tuple(w.pid for w in worker_processes(it))
-        signal_handling._set_worker_pids(id(it), pids)  # type: ignore[attr-defined]
+        torch_data._utils.signal_handling._set_worker_pids(id(it), pids)  # type: ignore[attr-defined]
         it._worker_pids_set = True
 
 
@@ -97,12 +95,10 @@ def unwatch_all_workers() -> None:
     ``dataloader._MultiProcessingDataLoaderIter``: the class of an iterator with workers is not
     exported; a trial about to kill its workers finds their iterators through the collector.
     """
-    from torch.utils.data import dataloader
-
     with contextlib.suppress(Exception), warnings.catch_warnings():  # best effort
         warnings.simplefilter("ignore")  # isinstance() on deprecated torch objects warns
         for obj in gc.get_objects():
-            if isinstance(obj, dataloader._MultiProcessingDataLoaderIter):
+            if isinstance(obj, torch_data.dataloader._MultiProcessingDataLoaderIter):
                 unwatch_workers(obj)
 
 

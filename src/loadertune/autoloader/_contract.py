@@ -9,6 +9,7 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
+from loadertune._lazy import torch_data
 from loadertune.autoloader._driver import Driver
 from loadertune.errors import ConfigError
 
@@ -89,9 +90,7 @@ ITERABLE_REFUSED = (
 
 def check_inputs(dataset: Dataset[Any], in_order: bool) -> None:
     """Refuse what AutoLoader cannot tune and still deliver each sample once per epoch."""
-    from torch.utils.data import IterableDataset
-
-    if isinstance(dataset, IterableDataset):
+    if isinstance(dataset, torch_data.IterableDataset):
         raise ConfigError(
             "dataset",
             type(dataset).__name__,

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
 from torch.utils.data import DataLoader, Dataset
 
 from loadertune.autoloader import _record
@@ -348,7 +349,5 @@ def _tuner(
 
 def _default_memory_limit() -> float:
     """What this process holds now plus 80% of the memory still available, in MB."""
-    import psutil
-
     held = psutil.Process().memory_info().rss
     return float(held + 0.8 * psutil.virtual_memory().available) / 2**20

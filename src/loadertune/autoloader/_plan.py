@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from loadertune._lazy import torch
+
 if TYPE_CHECKING:
     import torch
 
@@ -39,8 +41,6 @@ class IndexPlan:
 
     def begin_epoch(self) -> None:
         """Draw the next epoch's order (a DataLoader's draws, in its order)."""
-        import torch
-
         self.epoch += 1
         self.base_seed = int(
             torch.empty((), dtype=torch.int64).random_(generator=self._generator).item()
@@ -53,8 +53,6 @@ class IndexPlan:
         """The generator a loader started now seeds its workers from: the k-th start in the
         epoch from ``base_seed + k``, so no two starts draw the same random streams (a
         ``DataLoader`` starts once an epoch, from a base seed of its own each epoch)."""
-        import torch
-
         self._starts += 1
         return torch.Generator().manual_seed((self.base_seed + self._starts - 1) % 2**64)
 
@@ -66,7 +64,6 @@ class IndexPlan:
         return None
 
     def _rng_state(self) -> torch.Tensor:
-        import torch
 
         return self._generator.get_state() if self._generator else torch.get_rng_state()
 
@@ -122,8 +119,6 @@ class IndexPlan:
             ValueError: when the sampler does not draw the same order again (a sampler with
                 randomness of its own, neither the ``generator`` nor torch's global RNG).
         """
-        import torch
-
         self.epoch, self.base_seed = state["epoch"], state["base_seed"]
         self._rng = state["rng_state"]
         if self.epoch < 0 or self._rng is None:

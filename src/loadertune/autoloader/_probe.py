@@ -22,6 +22,8 @@ import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from loadertune import _torch_private
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._schedule import Setting
@@ -233,8 +235,6 @@ def _exits(dead: list[Any]) -> str:
 
 def tree_usage(pids: list[int]) -> tuple[float, float]:
     """(CPU seconds, resident MB) of this process and the given workers, as psutil reads them."""
-    import psutil
-
     cpu, rss = 0.0, 0.0
     for pid in [os.getpid(), *pids]:
         try:

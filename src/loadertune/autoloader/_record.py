@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune._lazy import mlflow, mlflow_entities
 from loadertune.autoloader._decision import Decision, probe_rows
 from loadertune.errors import ConfigError
 from loadertune.loader import loader_yaml
@@ -47,7 +48,6 @@ def mlflow_active() -> bool:
     """
     if "mlflow" not in sys.modules:
         return bool(os.environ.get("MLFLOW_TRACKING_URI"))
-    import mlflow
 
     if mlflow.active_run() is not None or os.environ.get("MLFLOW_TRACKING_URI"):
         return True
@@ -93,8 +93,6 @@ def tracking_wanted(track: bool | None) -> bool | None:
         return track
     uri = os.environ.get("MLFLOW_TRACKING_URI", "")
     if not uri and "mlflow" in sys.modules:
-        import mlflow
-
         uri = mlflow.get_tracking_uri()
     try:
         check_tracking_server(uri)
@@ -146,11 +144,7 @@ def record(
 ) -> str:
     """Write the session as an MLflow run; returns its id. With ``ranks`` > 1 the figures are
     the node's (each segment the slowest rank's) and ``autotune.world_size`` says so."""
-    import mlflow
-    from mlflow import MlflowClient
-    from mlflow.entities import Param, RunTag
-
-    client = MlflowClient()
+    client = mlflow.MlflowClient()
     parent = mlflow.active_run()
     tags = {"loadertune.autotune": "true", "mlflow.runName": "autoloader"}
     if parent is not None:
@@ -163,15 +157,19 @@ def record(
     run = client.create_run(experiment_id, tags=tags)
     run_id: str = run.info.run_id
     now = int(time.time() * 1000)
-    params = [Param(f"loader.{k}", param_text(v)) for k, v in settings.items()]
-    params += [Param("autotune.candidates", ",".join(str(r["setting"]) for r in probe_rows(tuner)))]
+    params = [mlflow_entities.Param(f"loader.{k}", param_text(v)) for k, v in settings.items()]
+    params += [
+        mlflow_entities.Param(
+            "autotune.candidates", ",".join(str(r["setting"]) for r in probe_rows(tuner))
+        )
+    ]
     if ranks > 1:
-        params.append(Param("autotune.world_size", str(ranks)))
+        params.append(mlflow_entities.Param("autotune.world_size", str(ranks)))
     client.log_batch(
         run_id,
         metrics=_metrics(tuner, now),
         params=params,
-        tags=[RunTag(k, v) for k, v in _verdict_tags(decision).items()],
+        tags=[mlflow_entities.RunTag(k, v) for k, v in _verdict_tags(decision).items()],
     )
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "best_loader.yaml").write_text(loader_yaml(settings, header(decision, ranks)))
@@ -200,16 +198,16 @@ def _verdict_tags(d: Decision) -> dict[str, str]:
 def _metrics(tuner: Tuner, now: int) -> list[Any]:
     """Per probe setting: median time per batch, wait share, start-up, peak memory; and per
     segment (step = its order) the time per batch of each setting."""
-    from mlflow.entities import Metric
-
     out = []
     for r in probe_rows(tuner):
         name = r["setting"]
         for key in ("ms_per_batch", "wait_share", "startup_s", "peak_rss_mb", "steps"):
-            out.append(Metric(f"probe.{name}.{key}", float(r[key]), now, 0))  # type: ignore[arg-type]
+            out.append(mlflow_entities.Metric(f"probe.{name}.{key}", float(r[key]), now, 0))  # type: ignore[arg-type]
     for i, m in enumerate(tuner.measures):
         if m.steps and not m.failed:
             out.append(
-                Metric(f"segment.{m.setting.name}.ms_per_batch", m.per_batch_s * 1000, now, i)
+                mlflow_entities.Metric(
+                    f"segment.{m.setting.name}.ms_per_batch", m.per_batch_s * 1000, now, i
+                )
             )
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from loadertune._lazy import dist, torch
 from loadertune.machine import local_world_size
 
 T = TypeVar("T")
@@ -52,8 +53,6 @@ class Ranks(World):
     """Every rank of the default ``torch.distributed`` process group."""
 
     def __init__(self) -> None:
-        import torch
-        import torch.distributed as dist
 
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_size = local_world_size(otherwise=self.size)  # no launcher: one node
@@ -62,9 +61,6 @@ class Ranks(World):
 
     def agree(self, why: str) -> str:
         """One all-reduce a step while tuning; the reasons are gathered only when one failed."""
-        import torch
-        import torch.distributed as dist
-
         flag = torch.tensor([1 if why else 0], dtype=torch.int32, device=self._device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if not int(flag.item()):
@@ -72,14 +68,12 @@ class Ranks(World):
         return "; ".join(f"rank {r}: {w}" for r, w in enumerate(self.gather(why)) if w)
 
     def gather(self, obj: T) -> list[T]:
-        import torch.distributed as dist
 
         out: list[Any] = [None] * self.size
         dist.all_gather_object(out, obj)
         return out
 
     def from_root(self, make: Callable[[], T]) -> T:
-        import torch.distributed as dist
 
         box: list[Any] = [make() if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0, device=self._device)
@@ -89,8 +83,6 @@ class Ranks(World):
 
 def world() -> World:
     """The ranks of the job: an initialised process group of two or more, else this process."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return Ranks()
     return World()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadertune import _lazy
+from loadertune._lazy import lazy_package
 
 __all__ = [
     "Batch",
@@ -54,4 +54,4 @@ if TYPE_CHECKING:
     from loadertune.checks._user_code import Trust, loader_callables
     from loadertune.checks._validation import validate, validate_loader
 
-__getattr__ = _lazy(__name__, __file__)
+__getattr__ = lazy_package(__name__, __file__)

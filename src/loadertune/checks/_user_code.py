@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from loadertune._lazy import torch, torch_data
 from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig, resolve
 from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
@@ -211,8 +212,6 @@ def check_user_code(config: RunConfig) -> None:
     if loader.collate_fn is not None or isinstance(model, CustomModelConfig):
         batch = sample_batch(config, named.get("loader.collate_fn"))
         if isinstance(model, CustomModelConfig):
-            import torch
-
             build_user_step(model, torch.device("cpu"), batch)
     _CHECKED.add(fingerprint)
 
@@ -246,8 +245,6 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
     Raises:
         ConfigError: naming ``loader.collate_fn``: the collate raised on those items.
     """
-    from torch.utils.data import default_collate
-
     plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle
     dataset = build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)
     from loadertune.datasets.iterable import first_items, is_iterable
@@ -260,7 +257,7 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
     count = len(items)
     path = config.loader.collate_fn
     try:
-        return (collate or default_collate)(items)
+        return (collate or torch_data.default_collate)(items)
     except Exception as exc:
         line = (str(exc).strip().splitlines() or [""])[0]
         whose = "PyTorch's default collate " if path is None else ""

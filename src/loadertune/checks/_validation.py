@@ -12,6 +12,7 @@ import importlib.util
 import multiprocessing
 from pathlib import Path
 
+from loadertune._lazy import torch
 from loadertune.checks._host_lock import check_mode
 from loadertune.checks._preflight import check_worker_count
 from loadertune.checks._shards import check_shards, configured_shards
@@ -168,8 +169,6 @@ def validate_ranks(trial: TrialConfig) -> None:
             f"use trial.nproc_per_node<={budget.count}",
         )
     if trial.device.startswith("cuda") or trial.device == "auto":
-        import torch
-
         gpus = torch.cuda.device_count()
         if (trial.device != "auto" or gpus > 0) and n > gpus:
             raise ConfigError(

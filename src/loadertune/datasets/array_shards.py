@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from loadertune._lazy import torch
 from loadertune.config import ArrayShardsConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
@@ -91,7 +92,6 @@ class ArrayShardsDataset:
         return int(self._ends[-1])
 
     def __getitem__(self, index: int) -> Any:
-        import torch
 
         if not 0 <= index < len(self):
             raise IndexError(index)

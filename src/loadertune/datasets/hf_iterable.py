@@ -23,8 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from torch.utils.data import IterableDataset
 
+from loadertune._lazy import dist, hf_datasets, hf_distributed, torch
 from loadertune.config import HFIterableConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
@@ -46,20 +48,16 @@ def ensure_hf_dataset(cfg: HFIterableConfig, cache_dir: Path) -> Path:
 
 
 def _write(cfg: HFIterableConfig, out: Path) -> None:
-    import datasets
-    import numpy as np
 
     rng = np.random.default_rng(cfg.seed)
     ids = rng.integers(0, cfg.vocab_size, size=(cfg.count, cfg.seq_len + 1), dtype=np.int32)
-    datasets.disable_progress_bars()
-    datasets.Dataset.from_dict({"input_ids": ids}).save_to_disk(str(out / "data"))
+    hf_datasets.disable_progress_bars()
+    hf_datasets.Dataset.from_dict({"input_ids": ids}).save_to_disk(str(out / "data"))
 
 
 def node() -> tuple[int, int]:
     """(rank, world size) of this process: ``torch.distributed`` once initialised, else the
     launcher's ``RANK``/``WORLD_SIZE`` (which a DataLoader worker inherits)."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
@@ -70,10 +68,9 @@ class HFTokenStream(IterableDataset[tuple[Any, Any]]):
     ``num_shards`` is the shard count the pre-flight check reads."""
 
     def __init__(self, path: Path, cfg: HFIterableConfig, reader: Reader | None = None) -> None:
-        import datasets
 
         folder = Path(path) / "data" if (Path(path) / "data").is_dir() else Path(path)
-        saved = datasets.load_from_disk(str(folder))
+        saved = hf_datasets.load_from_disk(str(folder))
         stream = saved.to_iterable_dataset(num_shards=cfg.num_shards)
         if cfg.shuffle_buffer > 0:
             stream = stream.shuffle(seed=cfg.seed, buffer_size=cfg.shuffle_buffer)
@@ -84,14 +81,11 @@ class HFTokenStream(IterableDataset[tuple[Any, Any]]):
         self.reader = reader or Reader()
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        import torch
 
         stream = self.stream
         rank, world = node()
         if world > 1:
-            from datasets.distributed import split_dataset_by_node
-
-            stream = split_dataset_by_node(stream, rank=rank, world_size=world)
+            stream = hf_distributed.split_dataset_by_node(stream, rank=rank, world_size=world)
         row_bytes = TOKEN_BYTES * (self.seq_len + 1)
         for row in stream:
             self.reader.charge(row_bytes)

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
+from loadertune._lazy import torch
 from loadertune.storage import Reader
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
@@ -58,8 +60,6 @@ class ImageFolderDataset:
         return len(self._paths)
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
-        import torch
-        from PIL import Image
 
         path = self._paths[index].decode()
         with Image.open(io.BytesIO(self.reader.read_file(path))) as file:
@@ -79,8 +79,6 @@ class ImageFolderDataset:
 
 def _resize_to_cover(img: Any, size: int) -> Any:
     """Scale up so both sides are at least ``size`` (no-op for large enough images)."""
-    from PIL import Image
-
     w, h = img.size
     if min(w, h) >= size:
         return img

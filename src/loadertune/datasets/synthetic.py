@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
+
 from loadertune.config import SyntheticImagesConfig
 from loadertune.datasets._cache import digest, ensure_generated
 
@@ -31,8 +34,6 @@ def ensure_synthetic_images(cfg: SyntheticImagesConfig, cache_dir: Path) -> Path
 
 
 def _write(cfg: SyntheticImagesConfig, out: Path) -> None:
-    import numpy as np
-    from PIL import Image
 
     rng = np.random.default_rng(cfg.seed)
     suffix = FORMATS[cfg.format]

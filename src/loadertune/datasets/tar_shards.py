@@ -22,8 +22,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from PIL import Image
 from torch.utils.data import IterableDataset, get_worker_info
 
+from loadertune._lazy import wds
 from loadertune.config import WebDatasetConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
@@ -47,9 +50,6 @@ def ensure_tar_shards(cfg: WebDatasetConfig, cache_dir: Path) -> Path:
 
 
 def _write(cfg: WebDatasetConfig, out: Path) -> None:
-    import numpy as np
-    import webdataset as wds
-    from PIL import Image
 
     rng = np.random.default_rng(cfg.seed)
     per_shard = -(-cfg.count // cfg.shards)
@@ -99,11 +99,11 @@ class TarShards(IterableDataset[tuple[Any, int]]):
             yield {"url": url, "stream": io.BytesIO(self.reader.read_file(url))}
 
     def __iter__(self) -> Iterator[tuple[Any, int]]:
-        import webdataset as wds
-        from webdataset.tariterators import group_by_keys, tar_file_expander
 
         urls = wds.split_by_worker(wds.split_by_node(iter(self.urls)))
-        samples: Iterator[dict[str, Any]] = group_by_keys(tar_file_expander(self._streams(urls)))
+        samples: Iterator[dict[str, Any]] = wds.tariterators.group_by_keys(
+            wds.tariterators.tar_file_expander(self._streams(urls))
+        )
         if self.shuffle_buffer > 0:
             info = get_worker_info()
             rng = random.Random(self.seed + (info.id if info is not None else 0))

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from loadertune._lazy import torch
 from loadertune.config import TokensConfig
 from loadertune.datasets._cache import digest, ensure_generated
 from loadertune.storage import Reader
@@ -68,7 +69,6 @@ class TokenDataset:
         return self.length
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-        import torch
 
         if not 0 <= index < self.length:
             raise IndexError(index)

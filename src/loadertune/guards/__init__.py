@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadertune import _lazy
+from loadertune._lazy import lazy_package
 
 __all__ = [
     "BudgetPacer",
@@ -45,4 +45,4 @@ if TYPE_CHECKING:
     from loadertune.guards._trial_stop import trial_guards
     from loadertune.guards._worker_tether import die_with_parent, tether
 
-__getattr__ = _lazy(__name__, __file__)
+__getattr__ = lazy_package(__name__, __file__)

@@ -21,6 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
+from loadertune._lazy import dist, torch, torch_data
 from loadertune.checks import check_worker_count, loader_callables, validate_loader
 from loadertune.config import LoaderConfig, structured
 from loadertune.config import _torch_rules as torch_rules
@@ -87,8 +90,6 @@ def tuned_for(
 def read_loader_yaml(path: str | os.PathLike[str], key: str = "loader") -> dict[str, Any]:
     """The settings in a ``best_loader.yaml`` (or ``conf/loader/best.yaml``), read safely;
     a file that is missing, not YAML, empty or not a mapping is one line naming the file."""
-    import yaml
-
     where = Path(path)
     fix = (
         f"export it again (run the sweep, or AutoLoader with export=), or remove {where} and "
@@ -121,8 +122,6 @@ def _check_settings(data: object, key: str, what: str, fix: str = "") -> None:
 
 def accelerator_available(device: torch.device | str | None = None) -> bool:
     """True when batches will be copied to an accelerator that pinned memory speeds up."""
-    import torch
-
     if device is None:
         return torch.cuda.is_available()
     return torch.device(device).type in ("cuda", "xpu")
@@ -189,8 +188,6 @@ def build_dataloader(
             a ``collate_fn`` or ``worker_init_fn`` path that does not import or is not
             trusted, or ``shard`` beside a sampler of the caller's, naming the key and the fix.
     """
-    from torch.utils.data import DataLoader
-
     from loadertune.loader._sharding import RankCheckedDataLoader
 
     tuned = isinstance(loader_cfg, str | os.PathLike) or TUNED_FOR in _keys(loader_cfg)
@@ -206,7 +203,7 @@ def build_dataloader(
     if shard:
         extra = {**extra, "sampler": _rank_sampler(dataset, effective, extra)}
     kwargs = _ordered(kwargs, dataset, extra) | extra
-    return (DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
+    return (torch_data.DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
 
 
 def _ordered(kwargs: dict[str, Any], dataset: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,17 +223,12 @@ def _keys(cfg: LoaderSource) -> list[str]:
 
 def _streams(dataset: Any) -> bool:
     """True for an ``IterableDataset``, which a DataLoader gives no sampler and no shuffle."""
-    from torch.utils.data import IterableDataset
-
-    return isinstance(dataset, IterableDataset)
+    return isinstance(dataset, torch_data.IterableDataset)
 
 
 def _rank_sampler(dataset: Any, loader: LoaderConfig, extra: Mapping[str, Any]) -> Any:
     """This rank's ``DistributedSampler`` (rank and world from the process group), asked for
     with ``shard=True``; refused beside the caller's own sampler or outside a process group."""
-    import torch.distributed as dist
-    from torch.utils.data import DistributedSampler
-
     if "sampler" in extra or "batch_sampler" in extra:
         raise ConfigError(
             "shard", True, "adds a DistributedSampler, and a sampler was passed too",
@@ -247,14 +239,14 @@ def _rank_sampler(dataset: Any, loader: LoaderConfig, extra: Mapping[str, Any]) 
             "shard", True, "needs an initialised torch.distributed process group",
             "call torch.distributed.init_process_group() first (torchrun sets its variables)",
         )  # fmt: skip
-    return DistributedSampler(dataset, shuffle=loader.shuffle, drop_last=loader.drop_last)
+    return torch_data.DistributedSampler(
+        dataset, shuffle=loader.shuffle, drop_last=loader.drop_last
+    )
 
 
 def _check_tuned_for(tuned: int) -> None:
     """Under a process group, say when the settings were tuned for another number of ranks
     per node (a loader given a sampler of the caller's is a trial's rank, or knows)."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         world = dist.get_world_size()
         if world != tuned:
@@ -273,8 +265,6 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
     rebuilt from their items); anything that is neither a tensor nor a container (strings,
     numbers, None) is returned as it is.
     """
-    import torch
-
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, Mapping):
@@ -293,8 +283,6 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
 
 def tensors_in(batch: Any) -> list[Any]:
     """The tensors inside ``batch``, however nested (for counting the bytes copied)."""
-    import torch
-
     if isinstance(batch, torch.Tensor):
         return [batch]
     if isinstance(batch, Mapping):

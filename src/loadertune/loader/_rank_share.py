@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from loadertune._lazy import torch_data
+
 if TYPE_CHECKING:
     from torch.utils.data import DistributedSampler
 
@@ -19,11 +21,10 @@ class RankShare:
     """
 
     def __init__(self, stream: Iterable[int], rank: int, world: int) -> None:
-        from torch.utils.data import DistributedSampler
 
         self.stream = stream
         length = len(stream)  # type: ignore[arg-type]
-        self.positions: DistributedSampler[int] = DistributedSampler(
+        self.positions: DistributedSampler[int] = torch_data.DistributedSampler(
             range(length),  # type: ignore[arg-type]
             num_replicas=world,
             rank=rank,

@@ -15,11 +15,11 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
+from loadertune._lazy import dist
+
 
 def world_size() -> int:
     """The ranks of an initialised default process group (1 outside one)."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         return int(dist.get_world_size())
     return 1

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loadertune import _torch_private
+from loadertune._lazy import torch
 from loadertune.errors import ConfigError
 from loadertune.loader._build import tensors_in, to_device
 from loadertune.measure import HostCopyTimer, StepRecord, StepTimer
@@ -15,8 +16,6 @@ from loadertune.record import REASONS, StepError, TrialFailure, worker_death
 
 def synchronizer(device: Any) -> Callable[[], None]:
     """Wait for queued device work, so timed regions end when the work does."""
-    import torch
-
     if device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
     return lambda: None

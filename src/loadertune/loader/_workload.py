@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loadertune._lazy import torch, torch_mp
 from loadertune.checks import _preflight as preflight
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, in_flight
 from loadertune.datasets import build_dataset
@@ -33,8 +34,6 @@ def resolve_device(name: str) -> str:
     Raises:
         ConfigError: ``trial.device`` names CUDA on a machine without it.
     """
-    import torch
-
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -62,8 +61,6 @@ class Workload:
 
 def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> Workload:
     """Seed torch, build the dataset on the storage (unless given) and a model step, check."""
-    import torch
-
     from loadertune.datasets.iterable import WorkerTally, is_iterable
 
     tc = config.trial
@@ -92,12 +89,10 @@ def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None
 
 def start_method(effective: LoaderConfig) -> str:
     """How the loader's workers start: its context, else the platform's; ``none`` without."""
-    import torch.multiprocessing as mp
-
     if effective.num_workers == 0:
         return "none"
-    method = effective.multiprocessing_context or mp.get_start_method(allow_none=True)
-    return method or mp.get_all_start_methods()[0]
+    method = effective.multiprocessing_context or torch_mp.get_start_method(allow_none=True)
+    return method or torch_mp.get_all_start_methods()[0]
 
 
 def build_loader(
@@ -121,8 +116,6 @@ def _indexed_loader(
     tc: TrialConfig, workload: Workload, warmup: int, steps: int, rank: int, world: int
 ) -> Any:
     """A map-style dataset's loader over this rank's share of a seeded index stream."""
-    import torch
-
     eff = workload.effective
     ahead = in_flight(eff.num_workers, eff.prefetch_factor)
     batches = 1 + warmup + steps + ahead + 1

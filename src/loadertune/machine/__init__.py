@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadertune import _lazy
+from loadertune._lazy import lazy_package
 
 __all__ = [
     "CGROUP_V1_MOUNT",
@@ -74,4 +74,4 @@ if TYPE_CHECKING:
     from loadertune.machine._run_queue import Sched, queued_s, run_waits
     from loadertune.machine._tree_sampler import SamplerReport, TreeSampler
 
-__getattr__ = _lazy(__name__, __file__)
+__getattr__ = lazy_package(__name__, __file__)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import psutil
 
+from loadertune._lazy import torch, torch_mp
+
 CpuSource = Literal["affinity", "cgroup", "slurm"]
 SLURM_KEYS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE")  # the first one set counts
 CGROUP_V1_MOUNT = "sys/fs/cgroup/cpu"  # where the cpu controller sits when mountinfo says not
@@ -203,9 +205,6 @@ def cpu_model() -> str:
 
 def machine_info() -> dict[str, Any]:
     """Host, CPUs, memory, torch and accelerator, as tags for MLflow."""
-    import torch
-    import torch.multiprocessing as mp
-
     budget = cpu_budget()
     info: dict[str, Any] = {
         "host": socket.gethostname(),
@@ -217,8 +216,8 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "default_start_method": mp.get_start_method(allow_none=True)
-        or mp.get_all_start_methods()[0],
+        "default_start_method": torch_mp.get_start_method(allow_none=True)
+        or torch_mp.get_all_start_methods()[0],
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     }
     return info

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadertune import _lazy
+from loadertune._lazy import lazy_package
 
 __all__ = [
     "MARGIN",
@@ -100,4 +100,4 @@ if TYPE_CHECKING:
         summarize,
     )
 
-__getattr__ = _lazy(__name__, __file__)
+__getattr__ = lazy_package(__name__, __file__)

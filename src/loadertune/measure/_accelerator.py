@@ -20,6 +20,7 @@ import dataclasses
 import threading
 from typing import Any
 
+from loadertune._lazy import torch
 from loadertune.measure._timing import StepRecord, StepTimer
 
 
@@ -58,7 +59,6 @@ class CudaCopyTimer(HostCopyTimer):
     """CUDA: the copy is bracketed by events on the current stream; no extra synchronise."""
 
     def __init__(self, sync: Any) -> None:
-        import torch
 
         super().__init__(sync)
         self._start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -100,8 +100,6 @@ class GpuMonitor:
 
     def start(self) -> None:
         """Reset the peak-memory counters and start sampling utilisation."""
-        import torch
-
         torch.cuda.reset_peak_memory_stats(self.device)
         try:
             torch.cuda.utilization(self.device)
@@ -112,7 +110,6 @@ class GpuMonitor:
         self._thread.start()
 
     def _run(self) -> None:
-        import torch
 
         while not self._stop.wait(self.interval):
             try:
@@ -122,8 +119,6 @@ class GpuMonitor:
 
     def stop(self) -> dict[str, float]:
         """Stop sampling; the window's GPU figures."""
-        import torch
-
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

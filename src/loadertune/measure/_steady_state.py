@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from loadertune._lazy import torch_data
 from loadertune.config import in_flight
 
 __all__ = ["stream_sampler", "warmup_steps"]
@@ -38,9 +39,7 @@ def stream_sampler(size: int, length: int, shuffle: bool, generator: Any) -> Any
     ``persistent_workers``, is ``first_batch_s``.
     """
     if shuffle:
-        from torch.utils.data import RandomSampler
-
-        return RandomSampler(range(size), num_samples=length, generator=generator)
+        return torch_data.RandomSampler(range(size), num_samples=length, generator=generator)
     return _InOrder(size, length)
 
 

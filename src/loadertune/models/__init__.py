@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loadertune._lazy import torch
 from loadertune.config import (
     CustomModelConfig,
     MLPConfig,
@@ -132,7 +133,6 @@ def build_train_step(
         from loadertune.models._custom import LazyUserStep
 
         return LazyUserStep(model_cfg, device)
-    import torch
 
     inputs, _ = split_batch(sample)
     if not isinstance(inputs, torch.Tensor):
@@ -166,7 +166,6 @@ def build_user_step(cfg: CustomModelConfig, device: torch.device, batch: Any) ->
 def _classifier_step(
     cfg: ModelConfig, shape: tuple[int, ...], classes: int, device: torch.device
 ) -> TrainStep:
-    import torch
 
     from loadertune.models import _vision
     from loadertune.models._steps import RealStep, as_float, classification_loss
@@ -196,7 +195,6 @@ def _language_model_step(
     device: torch.device,
     dataset_name: str,
 ) -> TrainStep:
-    import torch
 
     from loadertune.models._steps import RealStep
     from loadertune.models._transformer import TokenTransformer, next_token_loss

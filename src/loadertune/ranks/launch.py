@@ -18,6 +18,7 @@ file of its processes.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import multiprocessing as mp
 import os
@@ -32,6 +33,13 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from loadertune import _torch_private
+from loadertune._lazy import (
+    elastic_api,
+    elastic_errors,
+    elastic_launcher,
+    elastic_logs,
+    elastic_rendezvous,
+)
 from loadertune.loader import build_workload
 from loadertune.machine import machine_info
 from loadertune.ranks.adoption import reap, subreaper
@@ -120,15 +128,11 @@ def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
 
     A rendezvous port another process took first is tried again on a fresh one.
     """
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
-    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     from loadertune.ranks.rank import rank_main
 
     last: Exception | None = None
     for attempt in range(PORT_TRIES):
-        config = LaunchConfig(
+        config = elastic_launcher.LaunchConfig(
             min_nodes=1,
             max_nodes=1,
             nproc_per_node=world,
@@ -138,12 +142,14 @@ def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
             rdzv_configs={"is_host": True, "timeout": RDZV_TIMEOUT_S},
             max_restarts=0,
             start_method="fork",
-            logs_specs=DefaultLogsSpecs(log_dir=logs),
+            logs_specs=elastic_logs.DefaultLogsSpecs(log_dir=logs),
             shutdown_timeout=SHUTDOWN_S,
         )
         try:
-            return elastic_launch(config, rank_main)(*args)  # type: ignore[no-any-return]
-        except RendezvousConnectionError as exc:  # the port was taken: another one
+            return elastic_launcher.elastic_launch(config, rank_main)(*args)  # type: ignore[no-any-return]
+        except (
+            elastic_rendezvous.RendezvousConnectionError
+        ) as exc:  # the port was taken: another one
             last = exc
     raise TrialFailure(
         Reason.RANK_FAILED,
@@ -159,15 +165,13 @@ def free_port() -> int:
 
 
 def _child_failed() -> type[ChildFailedError]:
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    return ChildFailedError
+    return elastic_errors.ChildFailedError
 
 
 def _signal_exception() -> type[SignalException]:
-    from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    return SignalException
+    return elastic_api.SignalException
 
 
 def rank_failure(
@@ -233,7 +237,7 @@ def _omp_default() -> Iterator[None]:
 def _launcher_quiet() -> Iterator[None]:
     """The launcher's own log lines off while it runs: the trial's failure says what happened,
     and torch's log formatter imports its compiler (seconds) to format the first error."""
-    import torch.distributed.launcher.api  # noqa: F401  (its loggers exist from here on)
+    importlib.import_module(elastic_launcher.__name__)  # its loggers exist from here on
 
     names = [n for n in logging.root.manager.loggerDict if n.startswith(_LAUNCHER_LOGGERS)]
     loggers = [logging.getLogger(n) for n in names]

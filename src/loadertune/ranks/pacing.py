@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loadertune._lazy import ddp_hooks, dist, torch
 from loadertune.models import build_user_step
 
 Beat = Callable[[], None]
@@ -39,17 +40,12 @@ def distribute(step: Callable[[Any], None], device: Any, beat: Beat) -> Callable
 
 def _ddp(module: Any, device: Any, beat: Beat) -> Any:
     """``module`` in DDP, with PyTorch's own all-reduce hook behind ``beat``."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    from torch.nn.parallel import DistributedDataParallel
-
     ids = [device.index] if device.type == "cuda" else None
-    wrapped = DistributedDataParallel(module, device_ids=ids)
+    wrapped = torch.nn.parallel.DistributedDataParallel(module, device_ids=ids)
 
     def hook(state: Any, bucket: Any) -> Any:
         beat()
-        return allreduce_hook(state, bucket)
+        return ddp_hooks.allreduce_hook(state, bucket)
 
     # DDP checks a hook's annotations against its own types, which postponed ones are not.
     bucket_type = dist.GradBucket  # type: ignore[attr-defined]  # public, stubs lack it
@@ -62,14 +58,12 @@ class PacedStep:
     """A user's step, then an all-reduce of one number across the ranks."""
 
     def __init__(self, step: Callable[[Any], None], device: Any, beat: Beat) -> None:
-        import torch
 
         self.step = step
         self.beat = beat
         self.token = torch.zeros(1, device=device)
 
     def __call__(self, batch: Any) -> None:
-        import torch.distributed as dist
 
         self.step(batch)
         self.beat()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loadertune import _lazy
+from loadertune._lazy import lazy_package
 
 __all__ = [
     "INFEASIBLE",
@@ -113,4 +113,4 @@ if TYPE_CHECKING:
         use_experiment,
     )
 
-__getattr__ = _lazy(__name__, __file__)
+__getattr__ = lazy_package(__name__, __file__)

@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from loadertune._lazy import mlflow
+
 SQLITE = "sqlite:///"
 LOCK_SUFFIX = ".lock"  # the lock file beside the database: <file>.lock
 
@@ -26,13 +28,11 @@ LOCK_SUFFIX = ".lock"  # the lock file beside the database: <file>.lock
 def open_store(uri: str) -> None:
     """Open MLflow's store for ``uri`` in this process, its tables made if the store is new;
     a SQLite file only while this process holds its lock. MLflow's errors pass through."""
-    from mlflow import MlflowClient
-
     db = sqlite_file(uri)
     if db is None:
         return
     with _held(Path(f"{db}{LOCK_SUFFIX}")):
-        MlflowClient(tracking_uri=uri)  # builds (and caches) the store: its migrations
+        mlflow.MlflowClient(tracking_uri=uri)  # builds (and caches) the store: its migrations
 
 
 def sqlite_file(uri: str) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from loadertune._lazy import mlflow
 from loadertune.errors import ConfigError, ExitStatus
 from loadertune.record._mlflow_store import open_store
 
@@ -141,8 +142,6 @@ def bounded_tracking_retries() -> Iterator[None]:
     those writes go to (MLflow's current tracking URI, as a bare ``MlflowClient()`` takes it)
     is opened first as every path opens one (:func:`loadertune.record._mlflow_store.open_store`), so
     a fresh SQLite store a sweep is making at the same moment is not migrated twice."""
-    import mlflow
-
     before = {key: os.environ.get(key) for key in BOUNDED_RETRIES}
     bound_tracking_retries()
     try:

@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune._lazy import mlflow, mlflow_entities, mlflow_exceptions
 from loadertune.config import RunConfig, TrackingConfig, resolve_path
 from loadertune.measure import diagnose_result
 from loadertune.record._mlflow_store import open_store
@@ -81,22 +82,20 @@ def use_experiment(tracking: TrackingConfig, output_root: str, name: str | None 
     location, resolved now, so artifacts land beside the database whatever the working
     directory (MLflow's own default is ``./mlruns`` under it).
     """
-    import mlflow
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
-
     # MLflow prints two "View run/experiment at" lines for every run it ends on a tracking
     # server: a sweep's console would be mostly those. The summary names the UI once.
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     uri = tracking_uri(tracking, output_root)
     open_store(uri)  # a fresh SQLite store's tables made once, whoever opens it meanwhile
     mlflow.set_tracking_uri(uri)
-    client = MlflowClient(uri)
+    client = mlflow.MlflowClient(uri)
     name = name or tracking.experiment
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         root = artifact_root(tracking, output_root)
-        with contextlib.suppress(MlflowException):  # another process created it meanwhile
+        with contextlib.suppress(
+            mlflow_exceptions.MlflowException
+        ):  # another process created it meanwhile
             client.create_experiment(
                 name, artifact_location=None if root is None else str(root), tags=EXPERIMENT_KIND
             )
@@ -157,10 +156,8 @@ def step_series(steps: list[StepRecord], timestamp_ms: int) -> list[Metric]:
     """The per-step series of ``steps`` (a complete trial's, or those a stopped one managed):
     ``series.step_time_ms``, ``series.data_wait_ms``, ``series.copy_ms``, ``series.compute_ms``
     at each step's index."""
-    from mlflow.entities import Metric
-
     return [
-        Metric(SERIES + key, value * 1000.0, timestamp_ms, r.index)
+        mlflow_entities.Metric(SERIES + key, value * 1000.0, timestamp_ms, r.index)
         for r in steps
         for key, value in (
             ("step_time_ms", r.step_s),
@@ -179,13 +176,15 @@ def series(result: TrialResult, timestamp_ms: int) -> list[Metric]:
     ``series.cpu_percent`` and ``series.memory_mb`` share the index of the process-tree sample
     they come from, so the two stay aligned in time though memory is read less often.
     """
-    from mlflow.entities import Metric
-
     out = step_series(result.steps, timestamp_ms)
     for i, s in enumerate(result.resources):  # memory is read in some samples only
-        out.append(Metric(SERIES + "cpu_percent", s.cpu_percent, timestamp_ms, i))
+        out.append(mlflow_entities.Metric(SERIES + "cpu_percent", s.cpu_percent, timestamp_ms, i))
         if s.memory_bytes is not None:
-            out.append(Metric(SERIES + "memory_mb", s.memory_bytes / 2**20, timestamp_ms, i))
+            out.append(
+                mlflow_entities.Metric(
+                    SERIES + "memory_mb", s.memory_bytes / 2**20, timestamp_ms, i
+                )
+            )
     return out
 
 
@@ -194,8 +193,6 @@ def mlflow_run(
     tracking: TrackingConfig, output_root: str, run_name: str | None = None, **kwargs: Any
 ) -> Iterator[Any]:
     """Start an MLflow run in the configured store and experiment; FAILED if the body raises."""
-    import mlflow
-
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     use_experiment(tracking, output_root)
@@ -215,17 +212,17 @@ def log_trial(
     The tags include the bottleneck label and the sentence that explains it
     (:mod:`loadertune.measure._diagnosis`), with its evidence in ``diagnosis.json``.
     """
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric, Param, RunTag
-
-    client = MlflowClient()
+    client = mlflow.MlflowClient()
     now = int(time.time() * 1000)
-    params = [Param(k, v[:6000]) for k, v in trial_params(config).items()]
+    params = [mlflow_entities.Param(k, v[:6000]) for k, v in trial_params(config).items()]
 
     diagnosis = diagnose_result(result, memory_budget_mb)
-    tags = [RunTag(k, v) for k, v in trial_tags(result).items()]
-    tags += [RunTag("bottleneck", diagnosis.label), RunTag("bottleneck.why", diagnosis.sentence)]
-    metrics = [Metric(k, v, now, 0) for k, v in result.metrics().items()]
+    tags = [mlflow_entities.RunTag(k, v) for k, v in trial_tags(result).items()]
+    tags += [
+        mlflow_entities.RunTag("bottleneck", diagnosis.label),
+        mlflow_entities.RunTag("bottleneck.why", diagnosis.sentence),
+    ]
+    metrics = [mlflow_entities.Metric(k, v, now, 0) for k, v in result.metrics().items()]
     client.log_batch(run_id, metrics=metrics, params=params, tags=tags)
     points = series(result, now)
     for i in range(0, len(points), _BATCH):

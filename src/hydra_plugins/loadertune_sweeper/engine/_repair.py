@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 import psutil
 
+from loadertune._lazy import mlflow_entities
 from loadertune.machine import usable_cpus
 
 from .. import _optuna_private
@@ -120,8 +121,6 @@ def _complete_run(
 ) -> None:
     """Write trial ``frozen``'s child run from Optuna's record, into ``run_id`` (a run a
     later start closed half-written) or a new run, and end it with the trial's state."""
-    from mlflow.entities import Metric, Param, RunTag
-
     client, attrs = recorder.client, frozen.user_attrs
     parent = str(attrs.get(TrialAttr.PARENT_RUN) or recorder.parent_id)
     tags = {**child_tags(parent, study_name, frozen), Tag.RECOVERED: RECOVERED_WHY}
@@ -140,10 +139,10 @@ def _complete_run(
     logged = client.get_run(run_id).data.params
     client.log_batch(
         run_id,
-        metrics=[Metric(k, v, int(start or 0), 0) for k, v in values.items()],
-        params=[Param(k.lstrip("+"), str(v)) for k, v in frozen.params.items()
+        metrics=[mlflow_entities.Metric(k, v, int(start or 0), 0) for k, v in values.items()],
+        params=[mlflow_entities.Param(k.lstrip("+"), str(v)) for k, v in frozen.params.items()
                 if k.lstrip("+") not in logged],
-        tags=[RunTag(k, v) for k, v in tags.items()],
+        tags=[mlflow_entities.RunTag(k, v) for k, v in tags.items()],
     )  # fmt: skip
     end = frozen.datetime_complete
     end_ms = int(end.timestamp() * 1000) if end else None

@@ -21,10 +21,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TextIO
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from loadertune._hydra_private import BASIC_LAUNCHER as BASIC
 from loadertune._hydra_private import job_error
+from loadertune._lazy import optuna
 from loadertune.errors import ConfigError, ExitStatus, status_of
 
 from .._keys import Recommended, Results, TrialAttr
@@ -144,8 +148,6 @@ def fan_out(
     arguments: list[str],
 ) -> None:
     """Submit ``workers`` sweep jobs through the configured launcher and wait for them."""
-    from hydra.core.plugins import Plugins
-
     assert sweep_config is not None and hydra_context is not None
     assert task_function is not None
     config = copy.deepcopy(sweep_config)
@@ -176,8 +178,6 @@ def fan_out(
 
 def summarise(returns: Any, sweep_dir: Path) -> None:
     """Print what each worker did and write the study's results into the top sweep dir."""
-    from hydra.core.utils import JobStatus
-
     from ..record._mlflow_runs import results_yaml, write_results
 
     failed: list[ExitStatus] = []
@@ -194,8 +194,6 @@ def summarise(returns: Any, sweep_dir: Path) -> None:
             verdicts[f"worker{k}"] = info["recommended"]
         print(f"worker{k}: {info['host']} ran {info['trials']} trial(s) of {info['study_name']}")
     for (name, storage), verdicts in studies.items():
-        import optuna
-
         study = optuna.load_study(study_name=name, storage=storage)
         recommended, line = joint_recommendation(verdicts)
         results = results_yaml(study, storage, recommended)
@@ -256,7 +254,6 @@ class SweepWorker:
     config: DictConfig
 
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
-        from hydra.core.hydra_config import HydraConfig
 
         from ..config import SweepSettings
         from ..engine._loop import SweepEngine
@@ -287,8 +284,6 @@ class SweepWorker:
 def _report(job_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
     """What this worker did: host, study and the trials it ran (``results``: the sweep's
     ``optimization_results.yaml``, as its engine wrote it)."""
-    import optuna
-
     from ..study import _storage
 
     study = optuna.load_study(

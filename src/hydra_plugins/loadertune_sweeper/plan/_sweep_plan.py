@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.distributions import (
     BaseDistribution,
@@ -24,6 +25,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from loadertune._lazy import torch
 from loadertune.checks import WorkerCap, shard_limit, validate, worker_cap
 from loadertune.config import (
     NEEDS_WORKERS,
@@ -175,7 +177,6 @@ def make_plan(settings: SweepSettings, compose: Composer, arguments: list[str]) 
     """Parse the search space, compose one representative trial and settle the study (the
     settings themselves were checked where the sweep started, ``launch._start.start``)."""
     space, fixed = parse_params(settings.params, arguments)
-    import torch  # once here, so every forked trial starts with it loaded
 
     config = compose.config
     default_workers = int(config.loader.num_workers)
@@ -295,8 +296,6 @@ def suggest(
             continue
         values[key] = suggest_one(trial, key, plan.space[key])
     if custom_search_space:
-        from hydra.utils import get_method
-
         get_method(custom_search_space)(config, trial)
         values.update({k: v for k, v in trial.params.items() if k not in values})
     return values

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+from rich.markdown import Markdown
 from rich.table import Table
 
 from loadertune.loader import TUNED_FOR, use_command
@@ -90,8 +91,6 @@ class SweepView:
         repeats: int = 3,
     ) -> None:
         """The verdict as a table that fits 80 columns, its sentences, and the export."""
-        from rich.markdown import Markdown
-
         self._show_repeats()
         self.console.print(Markdown(headline(rec)))
         for line in unshown_lines(rec, repeats):
@@ -230,8 +229,6 @@ def outcome_lines(results: dict[str, Any]) -> list[str]:
 
 def quiet_libraries() -> None:
     """Keep the sweep's console to loadertune's own lines: libraries log at WARNING."""
-    import mlflow  # noqa: F401  (mlflow sets its loggers' levels when imported)
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # A baseline measured outside a range the guess narrowed is deliberate, not a mistake.
     warnings.filterwarnings("ignore", message="Fixed parameter .* is out of range")

@@ -18,6 +18,7 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune._lazy import mlflow, mlflow_entities
 from loadertune.config import RunConfig, TrackingConfig
 from loadertune.measure import StepRecord, summarize
 from loadertune.record import (
@@ -74,7 +75,6 @@ class SweepRecorder:
         storage: str,
         sampler: str,
     ) -> None:
-        from mlflow import MlflowClient
 
         self.enabled = tracking.enabled
         self.parent_id: str | None = None
@@ -89,7 +89,7 @@ class SweepRecorder:
         self.uri = tracking_uri(tracking, output_root)
         self.artifacts = artifact_root(tracking, output_root)
         self.experiment_id = use_experiment(tracking, output_root)  # opens the store first
-        self.client = MlflowClient(self.uri)
+        self.client = mlflow.MlflowClient(self.uri)
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"sweep {study.study_name} on {socket.gethostname()}",
@@ -168,17 +168,17 @@ class SweepRecorder:
         resolved_yaml: str,
     ) -> None:
         """Params and what was measured of a trial with no full result (a stopped one)."""
-        from mlflow.entities import Metric, Param
-
         now = int(time.time() * 1000)
         params = (
-            [] if config is None else [Param(k, v[:6000]) for k, v in trial_params(config).items()]
+            []
+            if config is None
+            else [mlflow_entities.Param(k, v[:6000]) for k, v in trial_params(config).items()]
         )
         figures = partial_metrics(steps)
         for key in ("other_cpu_percent", "steal_percent"):  # a pruned trial's, metered
             if key in frozen.user_attrs:
                 figures[key] = float(frozen.user_attrs[key])
-        metrics = [Metric(k, float(v), now, 0) for k, v in figures.items()]
+        metrics = [mlflow_entities.Metric(k, float(v), now, 0) for k, v in figures.items()]
         metrics += step_series(steps, now)
         for i in range(0, max(len(metrics), 1), 1000):
             self.client.log_batch(
@@ -220,23 +220,24 @@ class SweepRecorder:
         """
         if not self.enabled or self.parent_id is None:
             return
-        from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
         best = (results.get(Results.BEST_PARAMS) or {}).items()
-        params = [Param(f"search_best.{k.lstrip('+')}", param_text(v)) for k, v in best]
+        params = [
+            mlflow_entities.Param(f"search_best.{k.lstrip('+')}", param_text(v)) for k, v in best
+        ]
         metrics = []
         if results.get(Results.BEST_VALUE) is not None:
             metrics = [
-                Metric(
+                mlflow_entities.Metric(
                     "search_best_time_per_sample_ms", float(results[Results.BEST_VALUE]), now, 0
                 ),
-                Metric(
+                mlflow_entities.Metric(
                     "search_best_trial_number", float(results[Results.BEST_TRIAL_NUMBER]), now, 0
                 ),
             ]
         count = self.repeats_answered
-        metrics.append(Metric(REPEATS_ANSWERED, float(count), now, count))
+        metrics.append(mlflow_entities.Metric(REPEATS_ANSWERED, float(count), now, count))
         self.client.log_batch(self.parent_id, metrics=metrics, params=params)
         self.client.log_artifact(self.parent_id, str(sweep_dir / "optimization_results.yaml"))
         with tempfile.TemporaryDirectory() as tmp:

@@ -10,23 +10,21 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune._lazy import matplotlib, plt
+
 _log = logging.getLogger(__name__)
 
 
 def save_plots(study: optuna.Study, out: Path, objective: str) -> list[str]:
     """Optuna's optimisation history, importances, parallel coordinates and slice, as PNG."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from optuna.visualization import matplotlib as ovm
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     plots: dict[str, Any] = {
-        "optimization_history.png": ovm.plot_optimization_history,
-        "param_importances.png": ovm.plot_param_importances,
-        "parallel_coordinate.png": ovm.plot_parallel_coordinate,
-        "slice.png": ovm.plot_slice,
+        "optimization_history.png": optuna.visualization.matplotlib.plot_optimization_history,
+        "param_importances.png": optuna.visualization.matplotlib.plot_param_importances,
+        "parallel_coordinate.png": optuna.visualization.matplotlib.plot_parallel_coordinate,
+        "slice.png": optuna.visualization.matplotlib.plot_slice,
     }
     saved = []
     for name, plot in plots.items():

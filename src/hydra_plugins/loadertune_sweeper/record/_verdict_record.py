@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from loadertune._lazy import mlflow_entities
 from loadertune.config import plain_key
 from loadertune.measure import TOLERANCE
 from loadertune.record import param_text
@@ -73,7 +74,6 @@ def log_verdict(
     """
     if not recorder.enabled or recorder.parent_id is None:
         return
-    from mlflow.entities import Metric, Param, RunTag
 
     rec, assurance, c = verdict.rec, verdict.assurance, verdict.rec.chosen
     now = int(time.time() * 1000)
@@ -107,11 +107,12 @@ def log_verdict(
         tags["guess.bound"] = guess.bound.value
     recorder.client.log_batch(
         recorder.parent_id,
-        metrics=[Metric(k, float(v), now, 0) for k, v in figures.items()],
+        metrics=[mlflow_entities.Metric(k, float(v), now, 0) for k, v in figures.items()],
         params=[
-            Param(f"recommended.loader.{k}", param_text(v)) for k, v in verdict.settings.items()
+            mlflow_entities.Param(f"recommended.loader.{k}", param_text(v))
+            for k, v in verdict.settings.items()
         ],
-        tags=[RunTag(k, v[:5000] if k != Tag.NOTE else v) for k, v in tags.items()],
+        tags=[mlflow_entities.RunTag(k, v[:5000] if k != Tag.NOTE else v) for k, v in tags.items()],
     )
     for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
         recorder.client.log_artifact(recorder.parent_id, str(sweep_dir / name))
@@ -122,8 +123,6 @@ def _mark_children(
     recorder: SweepRuns, cands: list[Candidate], chosen: Candidate, now: int
 ) -> None:
     """Each measured candidate's child run gets its verdict figures; the pick, its tag."""
-    from mlflow.entities import Metric, RunTag
-
     measured = sorted((c for c in cands if c.values), key=lambda c: c.median)
     for rank, c in enumerate(measured, start=1):
         run_id = recorder.run_of(c.trial.number)
@@ -137,15 +136,16 @@ def _mark_children(
         }
         if c.samples_per_s:
             figures["verdict_samples_per_s"] = _median(c.samples_per_s)
-        tags = [RunTag("verdict.role", c.name)]
+        tags = [mlflow_entities.RunTag("verdict.role", c.name)]
         if c is chosen:  # by this sweep: the run may sit under an earlier sweep's parent
             tags += [
-                RunTag(Tag.RECOMMENDED, "true"),
-                RunTag("recommended.by", str(recorder.parent_id)),
+                mlflow_entities.RunTag(Tag.RECOMMENDED, "true"),
+                mlflow_entities.RunTag("recommended.by", str(recorder.parent_id)),
             ]
-        metrics = [Metric(k, v, now, 0) for k, v in figures.items()]
+        metrics = [mlflow_entities.Metric(k, v, now, 0) for k, v in figures.items()]
         metrics += [  # the repeats themselves, a series over the rounds (step = round)
-            Metric("verdict_round_time_per_sample_ms", v, now, r) for r, v in c.by_round.items()
+            mlflow_entities.Metric("verdict_round_time_per_sample_ms", v, now, r)
+            for r, v in c.by_round.items()
         ]
         recorder.client.log_batch(run_id, metrics=metrics, tags=tags)
 

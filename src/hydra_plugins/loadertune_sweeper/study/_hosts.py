@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from loadertune._lazy import torch
 from loadertune.errors import ConfigError
 from loadertune.machine import cpu_model, usable_cpus
 
@@ -73,8 +74,6 @@ class Fingerprint:
 @cache
 def fingerprint() -> Fingerprint:
     """This host's fingerprint (computed once per process; imports torch)."""
-    import torch
-
     return Fingerprint(
         cpu_model=cpu_model(),
         cpus=os.cpu_count() or 1,

@@ -126,15 +126,13 @@ def _storage(url: str, heartbeat_s: int | None, grace_s: int) -> optuna.storages
 def space_conflict(study: optuna.Study, space: dict[str, Any]) -> str | None:
     """Why ``space`` cannot be searched in ``study``, or None: Optuna refuses, deep in the
     first suggestion, a parameter whose choices differ from those it was measured with."""
-    from optuna.distributions import check_distribution_compatibility
-
     for trial in study.get_trials(deepcopy=False):
         for name, measured in trial.distributions.items():
             wanted = space.get(name)
             if wanted is None:
                 continue
             try:
-                check_distribution_compatibility(measured, wanted)
+                optuna.distributions.check_distribution_compatibility(measured, wanted)
             except ValueError:
                 shown = getattr(measured, "choices", measured)
                 return (

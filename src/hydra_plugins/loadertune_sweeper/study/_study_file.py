@@ -24,6 +24,7 @@ from pathlib import Path
 import optuna
 import sqlalchemy.exc
 
+from loadertune._lazy import mlflow_exceptions
 from loadertune.record import StoreUnavailable
 
 from ._storage import fail_orphaned_trials
@@ -86,15 +87,11 @@ class StudyFile:
 def store_failure(url: str, exc: BaseException) -> str | None:
     """One line for an error of the study's database (None: not one); what names it and the
     fix. Walks the chain: Optuna wraps SQLAlchemy's error, which wraps the driver's."""
-    import optuna
-    import sqlalchemy.exc
-    from mlflow.exceptions import MlflowException
-
     kinds = (sqlalchemy.exc.SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError)
     seen: BaseException | None = exc
     inner: BaseException | None = None
     while seen is not None:
-        if isinstance(seen, MlflowException):
+        if isinstance(seen, mlflow_exceptions.MlflowException):
             return None  # MLflow's own store (also SQLAlchemy's), not the study's
         if isinstance(seen, kinds):
             inner = seen

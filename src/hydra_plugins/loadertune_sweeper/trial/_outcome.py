@@ -16,6 +16,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
+from loadertune._lazy import mlflow_exceptions
 from loadertune.checks import validate
 from loadertune.config import RunConfig, effective_key, to_run_config
 from loadertune.errors import ConfigError
@@ -175,13 +176,12 @@ def tell_and_record(
             f"{outcome.shm_files_removed} /dev/shm files"
         )
     result = outcome.result if outcome else None
-    from mlflow.exceptions import MlflowException
 
     try:
         recorder.record_trial(
             frozen, v.config, result, outcome.steps if outcome else [], v.yaml, tags, repeat_of
         )
-    except MlflowException as exc:  # Optuna holds the trial; say so and carry on
+    except mlflow_exceptions.MlflowException as exc:  # Optuna holds the trial; say so and carry on
         view.note(f"trial {frozen.number} is in Optuna but MLflow refused it: {exc}")
     view.trial(index, frozen, result)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from loadertune._lazy import matplotlib, plt
 from loadertune.config import workers_of
 
 from .._keys import TrialAttr, TrialFigures
@@ -56,10 +57,7 @@ def verdict_figure(
     ``recommended`` is the verdict's chosen candidate; when not given it is worked out from
     ``cands`` as the verdict does.
     """
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     with plt.rc_context(FONTS):
         fig = draw_verdict(study, cands, guess, recommended)
@@ -75,9 +73,6 @@ def draw_verdict(
     recommended: Candidate | None = None,
 ) -> Figure:
     """The verdict's figure, not yet saved (see :func:`verdict_figure`)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
     trials = _measured(study)
     chosen = recommended if recommended is not None else _recommended(cands)
     fig, axes = plt.subplots(2, 2, figsize=(12, 9), layout="constrained")
@@ -85,7 +80,7 @@ def draw_verdict(
     for ax, (attr, title, unit) in zip(axes.flat[1:], PANELS, strict=True):
         _attr_panel(ax, trials, attr, title, unit)
     for ax in axes.flat:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if chosen is not None:
             ax.axvline(chosen.workers, **RECOMMENDED)
@@ -160,15 +155,13 @@ def _time_panel(
 def _mark_recommended(ax: Axes, chosen: Candidate) -> None:
     """Ring the recommended setting's median and name it at the top of its line, inside the
     panel (on the side of the line with room); its line runs through every panel."""
-    from matplotlib.transforms import blended_transform_factory
-
     low, high = ax.get_xlim()
     right_half = chosen.workers > (low + high) / 2
     ax.text(
         chosen.workers,
         0.97,
         " recommended ",
-        transform=blended_transform_factory(ax.transData, ax.transAxes),
+        transform=matplotlib.transforms.blended_transform_factory(ax.transData, ax.transAxes),
         ha="right" if right_half else "left",
         va="top",
         fontweight="bold",

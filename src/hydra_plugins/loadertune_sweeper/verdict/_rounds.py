@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadertune._lazy import optuna
 from loadertune.loader import TUNED_FOR, effective_settings, loader_yaml, use_command
 from loadertune.machine import machine_info, usable_cpus
 from loadertune.measure import diagnose_result
@@ -154,11 +155,9 @@ class VerdictRun:
 
 def search_busy(study: optuna.Study) -> list[float]:
     """Each measured search trial's share of the CPUs that other work and steal took."""
-    from optuna.trial import TrialState
-
     kept = [
         TrialFigures.of(t.user_attrs)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     ]
     return [
         busy_share([(f.other_cpu_percent, f.steal_percent or 0.0)], usable_cpus())

@@ -8,6 +8,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from rich.table import Table
+
 from loadertune.config import plain_key
 from loadertune.decision import MIN_GAIN
 from loadertune.measure import TOLERANCE, rounds_to_settle
@@ -229,8 +231,6 @@ def _guess_line(guess: Guess, cands: list[Candidate], unit: str) -> str:
 
 def verdict_table(rec: Recommendation, cands: list[Candidate], unit: str = "ms") -> Any:
     """The candidates as a rich table narrow enough for an 80-column terminal."""
-    from rich.table import Table
-
     table = Table(title="the verdict: settings measured again, interleaved", title_justify="left")
     table.add_column("setting", ratio=3)
     table.add_column("params", ratio=2)

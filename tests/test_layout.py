@@ -307,6 +307,21 @@ def test_the_architecture_notes_name_every_core_package_and_room() -> None:
     assert missing == []
 
 
+def test_every_import_stands_at_the_head_of_its_module() -> None:
+    """A reader sees a module's dependencies at its head: none is imported inside a function.
+    What must wait for its first use is named there too, through ``loadertune._lazy`` (a
+    heavy library) or a lazy package's ``__getattr__`` (a room that imports PyTorch)."""
+    inside = [
+        f"{_module_name(path)}:{node.lineno} {ast.unparse(node)}"
+        for path in sorted(SRC.rglob("*.py"))
+        for function in ast.walk(ast.parse(path.read_text()))
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert inside == []
+
+
 @pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: _module_name(p))
 def test_modules_and_functions_stay_small(path: Path) -> None:
     lines = path.read_text().splitlines()

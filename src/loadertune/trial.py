@@ -10,6 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadertune import datasets, ranks
 from loadertune.checks import validate
 from loadertune.config import RunConfig, TrialConfig
 from loadertune.guards import trial_guards
@@ -42,7 +43,6 @@ from loadertune.measure import (
     warmup_steps,
 )
 from loadertune.models import split_batch
-from loadertune.ranks import run_ranks
 from loadertune.record import TrialResult
 from loadertune.storage import open_storage
 
@@ -109,7 +109,7 @@ def _run_on_storage(
     config: RunConfig, store: StorageSession, on_step: StepCallback | None
 ) -> TrialResult:
     if config.trial.nproc_per_node > 1:
-        return run_ranks(config, store, on_step)
+        return ranks.run_ranks(config, store, on_step)
     workload = build_workload(config, store)
     device = workload.device
     copies = copy_timer(device, synchronizer(device))
@@ -133,8 +133,6 @@ def _measure(
 ) -> _Measured:
     """The first batch, the warm-up, then the timed window, with the process tree sampled
     from a process of its own (:mod:`loadertune.machine._tree_sampler`)."""
-    from loadertune.datasets.iterable import stream_figures
-
     eff = workload.effective
     warmup = warmup_steps(tc.warmup_steps, eff.num_workers, eff.prefetch_factor)
     rule = stop_rule(tc, eff.num_workers)
@@ -152,7 +150,7 @@ def _measure(
         window = _timed_window(tc, rule, loop, store, gpu, on_step, sampler.pid)
         sampler.stop()  # its last sample sees the workers, still alive, and their memory
         loop.close()
-    streaming, idle = stream_figures(loader.dataset, loop.reopened, eff.num_workers)
+    streaming, idle = datasets.stream_figures(loader.dataset, loop.reopened, eff.num_workers)
     del loader
     return _Measured(
         window, sampler.report, first_batch_s, measure_start, warmup, loop.epochs, streaming, idle

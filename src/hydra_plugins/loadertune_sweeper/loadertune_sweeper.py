@@ -1,7 +1,7 @@
 """The Hydra sweeper ``hydra/sweeper=loadertune``: an Optuna study over loader settings.
 
 This module is imported at every Hydra start, so it stays light: the engine (Optuna, MLflow,
-torch) starts in ``launch._start`` and is imported only when a sweep runs.
+torch) starts in ``launch.start``, whose room is imported only when a sweep runs.
 """
 
 from typing import Any
@@ -10,6 +10,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from . import launch
 from .config import SWEEPER_NODE  # noqa: F401  (registers the schemas)
 
 
@@ -29,7 +30,5 @@ class LoadertuneSweeper(Sweeper):
         self._context = (hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> None:
-        from .launch._start import start
-
         assert self._context is not None
-        start(self._settings, *self._context, arguments)
+        launch.start(self._settings, *self._context, arguments)

@@ -15,12 +15,9 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loadertune._lazy import torch
-
-if TYPE_CHECKING:
-    import torch
 
 
 class IndexPlan:
@@ -64,7 +61,6 @@ class IndexPlan:
         return None
 
     def _rng_state(self) -> torch.Tensor:
-
         return self._generator.get_state() if self._generator else torch.get_rng_state()
 
     def _set_batches(self, batches: list[list[int]]) -> None:

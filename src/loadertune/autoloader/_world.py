@@ -53,7 +53,6 @@ class Ranks(World):
     """Every rank of the default ``torch.distributed`` process group."""
 
     def __init__(self) -> None:
-
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_size = local_world_size(otherwise=self.size)  # no launcher: one node
         nccl = dist.get_backend() == "nccl"  # its collectives take tensors on the rank's GPU
@@ -68,13 +67,11 @@ class Ranks(World):
         return "; ".join(f"rank {r}: {w}" for r, w in enumerate(self.gather(why)) if w)
 
     def gather(self, obj: T) -> list[T]:
-
         out: list[Any] = [None] * self.size
         dist.all_gather_object(out, obj)
         return out
 
     def from_root(self, make: Callable[[], T]) -> T:
-
         box: list[Any] = [make() if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0, device=self._device)
         result: T = box[0]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from loadertune import datasets
 from loadertune.checks._shards import check_shards, shards_of
 from loadertune.config import LoaderConfig
 from loadertune.config import _torch_rules as torch_rules
@@ -218,9 +219,7 @@ def check(
     An iterable dataset (no length, no index) has its shard arithmetic checked
     (:mod:`loadertune.checks._shards`) and is sized from the first items of a pass.
     """
-    from loadertune.datasets.iterable import is_iterable
-
-    if is_iterable(dataset):
+    if datasets.is_iterable(dataset):
         first, item = _iterable_items(loader, dataset, nproc_per_node)
     else:
         check_fills_a_batch(loader, len(dataset))
@@ -235,14 +234,12 @@ def check(
 def _iterable_items(loader: LoaderConfig, dataset: Any, nproc_per_node: int) -> tuple[Any, int]:
     """(the first item, the largest of the first few) of an iterable dataset whose shards
     are enough for its readers; a warning where it splits by sample instead."""
-    from loadertune.datasets.iterable import first_items, unwrapped
-
-    shards = shards_of(unwrapped(dataset))
+    shards = shards_of(datasets.unwrapped(dataset))
     if shards is not None:
         line = check_shards(loader, shards, nproc_per_node)
         if line is not None:
             warnings.warn(f"loadertune: {line}", stacklevel=3)
-    items = first_items(unwrapped(dataset), ITEMS_READ)
+    items = datasets.first_items(datasets.unwrapped(dataset), ITEMS_READ)
     if not items:
         raise ConfigError(
             "dataset", "empty", "yields no items", "check the dataset's shards or arguments"

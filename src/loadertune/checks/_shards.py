@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadertune import datasets
 from loadertune.config import (
     CustomDatasetConfig,
     HFIterableConfig,
@@ -29,7 +30,6 @@ from loadertune.config import (
     RunConfig,
     WebDatasetConfig,
 )
-from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
 
 COUNT_ATTRS = ("n_shards", "num_shards")
@@ -138,7 +138,6 @@ def shard_limit(config: RunConfig) -> Shards | None:
     found = configured_shards(config)
     if found is not None or not isinstance(config.dataset, CustomDatasetConfig):
         return found
-    from loadertune.datasets.iterable import is_iterable
 
-    dataset = build_dataset(config)
-    return shards_of(dataset) if is_iterable(dataset) else None
+    dataset = datasets.build_dataset(config)
+    return shards_of(dataset) if datasets.is_iterable(dataset) else None

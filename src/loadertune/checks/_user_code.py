@@ -28,11 +28,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from loadertune import datasets, models
 from loadertune._lazy import torch, torch_data
 from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig, resolve
-from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
-from loadertune.models import build_user_step
 from loadertune.storage import StorageSession
 
 CHECK_ITEMS = 4
@@ -212,7 +211,7 @@ def check_user_code(config: RunConfig) -> None:
     if loader.collate_fn is not None or isinstance(model, CustomModelConfig):
         batch = sample_batch(config, named.get("loader.collate_fn"))
         if isinstance(model, CustomModelConfig):
-            build_user_step(model, torch.device("cpu"), batch)
+            models.build_user_step(model, torch.device("cpu"), batch)
     _CHECKED.add(fingerprint)
 
 
@@ -246,12 +245,11 @@ def sample_batch(config: RunConfig, collate: Callable[..., Any] | None) -> Any:
         ConfigError: naming ``loader.collate_fn``: the collate raised on those items.
     """
     plain = StorageSession(StorageConfig())  # the files where they are: no copy, no throttle
-    dataset = build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)
-    from loadertune.datasets.iterable import first_items, is_iterable
+    dataset = datasets.build_dataset(dataclasses.replace(config, storage=StorageConfig()), plain)
 
     wanted = max(1, min(CHECK_ITEMS, config.loader.batch_size or 1))
-    if is_iterable(dataset):
-        items = first_items(dataset, wanted)
+    if datasets.is_iterable(dataset):
+        items = datasets.first_items(dataset, wanted)
     else:
         items = [dataset[i] for i in range(min(wanted, len(dataset)))]
     count = len(items)

@@ -92,7 +92,6 @@ class ArrayShardsDataset:
         return int(self._ends[-1])
 
     def __getitem__(self, index: int) -> Any:
-
         if not 0 <= index < len(self):
             raise IndexError(index)
         shard = int(np.searchsorted(self._ends, index, side="right"))

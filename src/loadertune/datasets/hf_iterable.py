@@ -48,7 +48,6 @@ def ensure_hf_dataset(cfg: HFIterableConfig, cache_dir: Path) -> Path:
 
 
 def _write(cfg: HFIterableConfig, out: Path) -> None:
-
     rng = np.random.default_rng(cfg.seed)
     ids = rng.integers(0, cfg.vocab_size, size=(cfg.count, cfg.seq_len + 1), dtype=np.int32)
     hf_datasets.disable_progress_bars()
@@ -68,7 +67,6 @@ class HFTokenStream(IterableDataset[tuple[Any, Any]]):
     ``num_shards`` is the shard count the pre-flight check reads."""
 
     def __init__(self, path: Path, cfg: HFIterableConfig, reader: Reader | None = None) -> None:
-
         folder = Path(path) / "data" if (Path(path) / "data").is_dir() else Path(path)
         saved = hf_datasets.load_from_disk(str(folder))
         stream = saved.to_iterable_dataset(num_shards=cfg.num_shards)
@@ -81,7 +79,6 @@ class HFTokenStream(IterableDataset[tuple[Any, Any]]):
         self.reader = reader or Reader()
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-
         stream = self.stream
         rank, world = node()
         if world > 1:

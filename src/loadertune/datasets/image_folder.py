@@ -60,7 +60,6 @@ class ImageFolderDataset:
         return len(self._paths)
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
-
         path = self._paths[index].decode()
         with Image.open(io.BytesIO(self.reader.read_file(path))) as file:
             rgb = _resize_to_cover(file.convert("RGB"), self.crop_size)

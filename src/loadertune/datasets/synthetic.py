@@ -34,7 +34,6 @@ def ensure_synthetic_images(cfg: SyntheticImagesConfig, cache_dir: Path) -> Path
 
 
 def _write(cfg: SyntheticImagesConfig, out: Path) -> None:
-
     rng = np.random.default_rng(cfg.seed)
     suffix = FORMATS[cfg.format]
     for c in range(cfg.num_classes):

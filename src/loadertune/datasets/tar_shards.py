@@ -50,7 +50,6 @@ def ensure_tar_shards(cfg: WebDatasetConfig, cache_dir: Path) -> Path:
 
 
 def _write(cfg: WebDatasetConfig, out: Path) -> None:
-
     rng = np.random.default_rng(cfg.seed)
     per_shard = -(-cfg.count // cfg.shards)
     for shard in range(cfg.shards):
@@ -99,7 +98,6 @@ class TarShards(IterableDataset[tuple[Any, int]]):
             yield {"url": url, "stream": io.BytesIO(self.reader.read_file(url))}
 
     def __iter__(self) -> Iterator[tuple[Any, int]]:
-
         urls = wds.split_by_worker(wds.split_by_node(iter(self.urls)))
         samples: Iterator[dict[str, Any]] = wds.tariterators.group_by_keys(
             wds.tariterators.tar_file_expander(self._streams(urls))

@@ -69,7 +69,6 @@ class TokenDataset:
         return self.length
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-
         if not 0 <= index < self.length:
             raise IndexError(index)
         start = index * self.seq_len

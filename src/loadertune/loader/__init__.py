@@ -27,6 +27,7 @@ __all__ = [
     "ALWAYS",
     "TUNED_FOR",
     "LoaderSource",
+    "RankCheckedDataLoader",
     "StepLoop",
     "Workload",
     "accelerator_available",
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
         output_root_of,
         use_command,
     )
-    from loadertune.loader._sharding import warn_if_unsharded
+    from loadertune.loader._sharding import RankCheckedDataLoader, warn_if_unsharded
     from loadertune.loader._step_loop import StepLoop, synchronizer
     from loadertune.loader._workload import (
         Workload,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from loadertune import loader as loader_rooms  # each room imported on first use
 from loadertune._lazy import dist, torch, torch_data
 from loadertune.checks import check_worker_count, loader_callables, validate_loader
 from loadertune.config import LoaderConfig, structured
@@ -30,7 +31,6 @@ from loadertune.config import _torch_rules as torch_rules
 from loadertune.errors import ConfigError
 
 if TYPE_CHECKING:
-    import torch
     from torch.utils.data import DataLoader, Dataset
 
     from loadertune.checks import Trust
@@ -188,8 +188,6 @@ def build_dataloader(
             a ``collate_fn`` or ``worker_init_fn`` path that does not import or is not
             trusted, or ``shard`` beside a sampler of the caller's, naming the key and the fix.
     """
-    from loadertune.loader._sharding import RankCheckedDataLoader
-
     tuned = isinstance(loader_cfg, str | os.PathLike) or TUNED_FOR in _keys(loader_cfg)
     if isinstance(loader_cfg, str | os.PathLike):
         loader_cfg = read_loader_yaml(loader_cfg)  # once: the settings and the ranks tuned for
@@ -203,7 +201,7 @@ def build_dataloader(
     if shard:
         extra = {**extra, "sampler": _rank_sampler(dataset, effective, extra)}
     kwargs = _ordered(kwargs, dataset, extra) | extra
-    return (torch_data.DataLoader if own else RankCheckedDataLoader)(dataset, **kwargs)
+    return (torch_data.DataLoader if own else loader_rooms.RankCheckedDataLoader)(dataset, **kwargs)
 
 
 def _ordered(kwargs: dict[str, Any], dataset: Any, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,6 @@ class RankShare:
     """
 
     def __init__(self, stream: Iterable[int], rank: int, world: int) -> None:
-
         self.stream = stream
         length = len(stream)  # type: ignore[arg-type]
         self.positions: DistributedSampler[int] = torch_data.DistributedSampler(

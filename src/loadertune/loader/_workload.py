@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loadertune import datasets
 from loadertune._lazy import torch, torch_mp
 from loadertune.checks import _preflight as preflight
 from loadertune.config import LoaderConfig, RunConfig, TrialConfig, in_flight
-from loadertune.datasets import build_dataset
 from loadertune.errors import ConfigError
 from loadertune.guards import expect_workers, tether
 from loadertune.loader._build import build_dataloader, effective_settings
@@ -61,16 +61,14 @@ class Workload:
 
 def build_workload(config: RunConfig, store: StorageSession, dataset: Any = None) -> Workload:
     """Seed torch, build the dataset on the storage (unless given) and a model step, check."""
-    from loadertune.datasets.iterable import WorkerTally, is_iterable
-
     tc = config.trial
     torch.manual_seed(tc.seed)
     if tc.torch_threads is not None:
         torch.set_num_threads(tc.torch_threads)
     device = torch.device(resolve_device(tc.device))
-    dataset = build_dataset(config, store) if dataset is None else dataset
-    if is_iterable(dataset) and not isinstance(dataset, WorkerTally):
-        dataset = WorkerTally(dataset, config.loader.num_workers)  # to name idle workers
+    dataset = datasets.build_dataset(config, store) if dataset is None else dataset
+    if datasets.is_iterable(dataset) and not isinstance(dataset, datasets.WorkerTally):
+        dataset = datasets.WorkerTally(dataset, config.loader.num_workers)  # to name idle workers
     num_classes = int(getattr(dataset, "num_classes", 0) or 10)
     vocab_size = getattr(dataset, "vocab_size", None)
     effective = effective_settings(config.loader, device)
@@ -103,9 +101,7 @@ def build_loader(
     dataset streams itself (its ranks split by node), and its pass may end inside the
     window: the loop opens the next (:class:`~loadertune.loader._step_loop.StepLoop`). Its workers
     die with this process, also when it is killed while they start (:mod:`.worker_tether`)."""
-    from loadertune.datasets.iterable import is_iterable
-
-    if is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
+    if datasets.is_iterable(workload.dataset):  # no sampler: each worker streams its own shards
         loader = build_dataloader(workload.dataset, workload.effective, workload.device)
     else:
         loader = _indexed_loader(tc, workload, warmup, steps, rank, world)

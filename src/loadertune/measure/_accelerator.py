@@ -59,7 +59,6 @@ class CudaCopyTimer(HostCopyTimer):
     """CUDA: the copy is bracketed by events on the current stream; no extra synchronise."""
 
     def __init__(self, sync: Any) -> None:
-
         super().__init__(sync)
         self._start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         self._end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -110,7 +109,6 @@ class GpuMonitor:
         self._thread.start()
 
     def _run(self) -> None:
-
         while not self._stop.wait(self.interval):
             try:
                 self.samples.append(float(torch.cuda.utilization(self.device)))

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loadertune._lazy import lazy_package
+
+__all__ = ["rank_main", "run_ranks"]
+
 if TYPE_CHECKING:
-    from loadertune.config import RunConfig
-    from loadertune.measure import StepCallback
-    from loadertune.record import TrialResult
-    from loadertune.storage import StorageSession
+    from loadertune.ranks.launch import run_ranks
+    from loadertune.ranks.rank import rank_main
 
-
-def run_ranks(
-    config: RunConfig, store: StorageSession, on_step: StepCallback | None = None
-) -> TrialResult:
-    """Measure ``config`` with ``trial.nproc_per_node`` ranks (see :mod:`.launch`)."""
-    from loadertune.ranks.launch import run_ranks as run
-
-    return run(config, store, on_step)
+__getattr__ = lazy_package(__name__, __file__)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from loadertune import _torch_private
+from loadertune import _torch_private, ranks
 from loadertune._lazy import (
     elastic_api,
     elastic_errors,
@@ -128,8 +128,6 @@ def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
 
     A rendezvous port another process took first is tried again on a fresh one.
     """
-    from loadertune.ranks.rank import rank_main
-
     last: Exception | None = None
     for attempt in range(PORT_TRIES):
         config = elastic_launcher.LaunchConfig(
@@ -146,7 +144,7 @@ def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
             shutdown_timeout=SHUTDOWN_S,
         )
         try:
-            return elastic_launcher.elastic_launch(config, rank_main)(*args)  # type: ignore[no-any-return]
+            return elastic_launcher.elastic_launch(config, ranks.rank_main)(*args)  # type: ignore[no-any-return]
         except (
             elastic_rendezvous.RendezvousConnectionError
         ) as exc:  # the port was taken: another one
@@ -165,12 +163,10 @@ def free_port() -> int:
 
 
 def _child_failed() -> type[ChildFailedError]:
-
     return elastic_errors.ChildFailedError
 
 
 def _signal_exception() -> type[SignalException]:
-
     return elastic_api.SignalException
 
 

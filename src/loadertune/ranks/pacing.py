@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loadertune import models
 from loadertune._lazy import ddp_hooks, dist, torch
-from loadertune.models import build_user_step
 
 Beat = Callable[[], None]
 
@@ -24,16 +24,13 @@ def distribute(step: Callable[[Any], None], device: Any, beat: Beat) -> Callable
     all-reduce; in DDP, as each gradient bucket's all-reduce starts), so a rank that hangs
     is told from the ranks waiting for it.
     """
-    from loadertune.models._custom import LazyUserStep, ModuleStep
-    from loadertune.models._steps import RealStep
-
-    if isinstance(step, RealStep):
+    if isinstance(step, models.RealStep):
         step.network = _ddp(step.network, device, beat)
         return step
-    if isinstance(step, ModuleStep):
+    if isinstance(step, models.ModuleStep):
         step.module = _ddp(step.module, device, beat)
         return step
-    if isinstance(step, LazyUserStep):
+    if isinstance(step, models.LazyUserStep):
         return _LazyPaced(step, device, beat)
     return PacedStep(step, device, beat)
 
@@ -58,13 +55,11 @@ class PacedStep:
     """A user's step, then an all-reduce of one number across the ranks."""
 
     def __init__(self, step: Callable[[Any], None], device: Any, beat: Beat) -> None:
-
         self.step = step
         self.beat = beat
         self.token = torch.zeros(1, device=device)
 
     def __call__(self, batch: Any) -> None:
-
         self.step(batch)
         self.beat()
         dist.all_reduce(self.token)
@@ -80,6 +75,6 @@ class _LazyPaced:
 
     def __call__(self, batch: Any) -> None:
         if self.lazy.step is None:
-            made = build_user_step(self.lazy.cfg, self.lazy.device, batch)
+            made = models.build_user_step(self.lazy.cfg, self.lazy.device, batch)
             self.lazy.step = distribute(made, self.device, self.beat)
         self.lazy(batch)

@@ -32,6 +32,10 @@ from loadertune._lazy import optuna
 from loadertune.errors import ConfigError, ExitStatus, status_of
 
 from .._keys import Recommended, Results, TrialAttr
+from ..config import SweepSettings
+from ..engine._loop import SweepEngine
+from ..record._mlflow_runs import results_yaml, write_results
+from ..study import _storage
 
 if TYPE_CHECKING:
     from hydra.types import HydraContext, TaskFunction
@@ -178,8 +182,6 @@ def fan_out(
 
 def summarise(returns: Any, sweep_dir: Path) -> None:
     """Print what each worker did and write the study's results into the top sweep dir."""
-    from ..record._mlflow_runs import results_yaml, write_results
-
     failed: list[ExitStatus] = []
     studies: dict[tuple[str, str], dict[str, Any]] = {}
     for k, ret in enumerate(returns):
@@ -254,10 +256,6 @@ class SweepWorker:
     config: DictConfig
 
     def __call__(self, job_cfg: DictConfig) -> dict[str, Any]:
-
-        from ..config import SweepSettings
-        from ..engine._loop import SweepEngine
-
         job_dir = str(HydraConfig.get().runtime.output_dir)
         config = copy.deepcopy(self.config)
         with open_dict(config):
@@ -284,8 +282,6 @@ class SweepWorker:
 def _report(job_dir: Path, results: dict[str, Any]) -> dict[str, Any]:
     """What this worker did: host, study and the trials it ran (``results``: the sweep's
     ``optimization_results.yaml``, as its engine wrote it)."""
-    from ..study import _storage
-
     study = optuna.load_study(
         study_name=results[Results.STUDY_NAME], storage=results[Results.STORAGE]
     )

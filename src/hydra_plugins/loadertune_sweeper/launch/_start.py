@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadertune.errors import ConfigError, status_of
 
+from ..engine._loop import SweepEngine
 from ..plan._settings_checks import sweep_settings
 from . import _fanout
 
@@ -37,6 +38,5 @@ def start(
     if _fanout.wanted(settings, config):
         _fanout.fan_out(settings, hydra_context, task_function, config, arguments)
         return
-    from ..engine._loop import SweepEngine
 
     SweepEngine(settings, hydra_context, task_function, config).sweep(arguments)

@@ -75,7 +75,6 @@ class SweepRecorder:
         storage: str,
         sampler: str,
     ) -> None:
-
         self.enabled = tracking.enabled
         self.parent_id: str | None = None
         self.study_name = study.study_name

@@ -24,6 +24,8 @@ from typing import Any
 from loadertune.config import TrackingConfig
 from loadertune.record import open_store, sqlite_file, tracking_uri
 
+from ._console import quiet_libraries
+
 
 def make_store_ahead(config: Any) -> Callable[[], None]:
     """Start making the store a sweep's composed ``config`` names, when it is a SQLite file
@@ -62,8 +64,6 @@ def _make(uri: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also when forked off the main thread
     code = 0
     try:
-        from ._console import quiet_libraries
-
         quiet_libraries()  # the console stays the sweep's: no migration lines from here
         open_store(uri)  # makes the tables, under the lock every opener of the store takes
     except Exception:

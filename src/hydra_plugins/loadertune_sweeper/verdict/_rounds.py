@@ -29,8 +29,6 @@ from ._figure import verdict_figure
 from ._race import Pricing, run_rounds
 
 if TYPE_CHECKING:
-    import optuna
-
     from loadertune.config import RunConfig
     from loadertune.record import TrialResult
 

@@ -46,6 +46,7 @@ _TRIAL_PATH = (
     "loadertune.storage",
     "loadertune.storage._page_cache",
     "loadertune.datasets",
+    "loadertune.datasets._build",
     "loadertune.datasets.iterable",
     "loadertune.models",
     "loadertune.models._steps",

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loadertune.measure._timing import StepTimer, summarize
+from loadertune.measure._timing import StepTimer, pace_setter, summarize
 
 
 class FakeClock:
@@ -128,3 +128,11 @@ def test_one_producer_is_never_trimmed_to_cycles() -> None:
     one = summarize(records, num_workers=0)
     assert one.cycle_samples == one.samples == 100
     assert one.time_per_sample_ms == pytest.approx(one.window_s * 1000 / 100)
+
+
+def test_the_pace_setter_is_the_rank_with_the_longest_window() -> None:
+    """One rule for every node figure: the trial's, the diagnosis's, AutoLoader's segments."""
+    windows = {0: 2.0, 1: 3.5, 2: 3.0}
+    assert pace_setter(windows, lambda r: windows[r]) == 1
+    tied = [(0, 3.0, 0.1), (1, 3.0, 0.4), (2, 1.0, 0.9)]  # equal windows: the more starved
+    assert pace_setter(tied, lambda r: (r[1], r[2]))[0] == 1

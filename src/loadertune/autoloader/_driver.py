@@ -32,6 +32,7 @@ from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
 from loadertune.autoloader._world import World
 from loadertune.config import in_flight
 from loadertune.machine import Sched, queued_s, run_waits, usable_cpus
+from loadertune.measure import pace_setter
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
@@ -341,10 +342,10 @@ class Driver:
 
 
 def slowest(measures: list[Measure]) -> Measure:
-    """One segment as every rank measured it: the slowest rank's pace (it sets the node's);
-    the longest wait for data (the slowest loader's); the shortest step (the others' steps
-    include waiting in a collective for that loader); the CPU time and memory of every
-    rank's process tree (the node's)."""
+    """One segment as every rank measured it: the slowest rank's pace (it sets the node's:
+    :func:`~loadertune.measure.pace_setter`); the longest wait for data (the slowest
+    loader's); the shortest step (the others' steps include waiting in a collective for that
+    loader); the CPU time and memory of every rank's process tree (the node's)."""
     if len(measures) == 1:
         return measures[0]
     if len({(m.setting, m.steps) for m in measures}) > 1:
@@ -355,7 +356,7 @@ def slowest(measures: list[Measure]) -> Measure:
             f"AutoLoader: the ranks probed different segments ({ranks}); build every rank's "
             "AutoLoader with the same arguments and iterate them in step"
         )
-    pace = max(measures, key=lambda m: m.per_batch_s)
+    pace = pace_setter(measures, lambda m: m.per_batch_s)
     waits = max(measures, key=lambda m: m.wait_s)
     steps = min(measures, key=lambda m: m.step_s)
     return replace(

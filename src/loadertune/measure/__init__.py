@@ -45,6 +45,7 @@ __all__ = [
     "diagnose_result",
     "may_be_faster",
     "median_interval",
+    "pace_setter",
     "paired",
     "pooled_log_sd",
     "rate_ci",
@@ -97,6 +98,7 @@ if TYPE_CHECKING:
         StepRecord,
         StepTimer,
         TimingSummary,
+        pace_setter,
         summarize,
     )
 

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadertune.measure._timing import pace_setter
+
 WAIT_LOW = 0.10  # share of the timed window spent waiting below which loading keeps up
 CPU_BUSY = 0.85  # share of the usable CPUs above which loading is CPU-bound
 COPY_HIGH = 0.20  # share of a step spent copying above which the copy is the limit
@@ -327,7 +329,7 @@ def slowest_rank(ranks: Sequence[Any]) -> tuple[str, dict[str, Any]]:
     Its time not spent waiting for data is split between copying and stepping as their mean
     times are; a rank's step includes waiting for the others in the step's all-reduce.
     """
-    slow = max(ranks, key=lambda r: (r.window_s, r.data_wait_fraction))
+    slow = pace_setter(ranks, lambda r: (r.window_s, r.data_wait_fraction))
     wait = min(max(slow.data_wait_fraction, 0.0), 1.0)
     busy = slow.copy_ms_mean + slow.compute_ms_mean
     copy = (1.0 - wait) * (slow.copy_ms_mean / busy if busy > 0 else 0.0)

@@ -15,8 +15,9 @@ of its last (:func:`whole_cycles`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -220,3 +221,14 @@ def summarize(records: Sequence[StepRecord], num_workers: int | None = None) -> 
 
 def _cores(cpu_s: float, wall_s: float) -> float:
     return cpu_s / wall_s if wall_s > 0 else 0.0
+
+
+T = TypeVar("T")
+
+
+def pace_setter(ranks: Iterable[T], window_s: Callable[[T], Any]) -> T:
+    """The rank that sets the node's pace: ranks in lock-step deliver every rank's samples
+    in the slowest rank's window, so the node moves at that rank's speed (a trial's figure
+    and AutoLoader's segments under several ranks alike). ``window_s`` gives a rank's window
+    (or its time per batch; a tuple breaks ties)."""
+    return max(ranks, key=window_s)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from loadertune.config import LoaderConfig
 from loadertune.machine import Interference, ResourceSample, peak_memory_bytes
-from loadertune.measure import StepRecord, TimingSummary, rate_ci, summarize
+from loadertune.measure import StepRecord, TimingSummary, pace_setter, rate_ci, summarize
 from loadertune.record import RankFigures, TrialResult
 
 
@@ -81,7 +81,7 @@ def rank_figures(report: RankReport) -> tuple[RankFigures, TimingSummary]:
 
 def node_summary(summaries: list[TimingSummary]) -> TimingSummary:
     """All ranks' samples over the slowest rank's window; the slowest rank's other figures."""
-    slowest = max(summaries, key=lambda s: s.window_s)
+    slowest = pace_setter(summaries, lambda s: s.window_s)
     samples = sum(s.samples for s in summaries)
     window = slowest.window_s
     return dataclasses.replace(
@@ -101,7 +101,7 @@ def node_result(reports: list[RankReport], machine: dict[str, object]) -> TrialR
     first = reports[0]
     pairs = [rank_figures(r) for r in reports]
     summary = node_summary([s for _, s in pairs])
-    slowest = max(range(len(pairs)), key=lambda k: pairs[k][1].window_s)
+    slowest = pace_setter(range(len(pairs)), lambda k: pairs[k][1].window_s)
     window = max(r.window_end for r in reports) - min(r.window_start for r in reports)
     interference = first.interference or Interference(0.0, 0.0, window)
     workers = first.effective.num_workers

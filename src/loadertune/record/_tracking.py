@@ -93,9 +93,8 @@ def use_experiment(tracking: TrackingConfig, output_root: str, name: str | None 
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         root = artifact_root(tracking, output_root)
-        with contextlib.suppress(
-            mlflow_exceptions.MlflowException
-        ):  # another process created it meanwhile
+        # Another process may create it meanwhile.
+        with contextlib.suppress(mlflow_exceptions.MlflowException):
             client.create_experiment(
                 name, artifact_location=None if root is None else str(root), tags=EXPERIMENT_KIND
             )

@@ -8,6 +8,7 @@ import ast
 import importlib
 import inspect
 import re
+from importlib.util import resolve_name
 from pathlib import Path
 
 import pytest
@@ -199,7 +200,8 @@ def test_the_cores_top_level_is_small_and_every_package_lists_its_rooms() -> Non
 
 def _type_checking_imports(tree: ast.Module) -> dict[str, tuple[str, str]] | None:
     """What the ``if TYPE_CHECKING:`` block of a package's ``__init__`` imports, each name as
-    its module and its name there, where ``__getattr__ = lazy_package(...)`` re-exports those names
+    its module (relative ones as written) and its name there, where
+    ``__getattr__ = lazy_package(...)`` re-exports those names
     (None for a package that does not)."""
     lazy = any(
         isinstance(node, ast.Assign)
@@ -210,7 +212,7 @@ def _type_checking_imports(tree: ast.Module) -> dict[str, tuple[str, str]] | Non
     )
     return (
         {
-            alias.asname or alias.name: (line.module, alias.name)
+            alias.asname or alias.name: ("." * line.level + line.module, alias.name)
             for block in tree.body
             if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
             for line in block.body
@@ -224,7 +226,7 @@ def _type_checking_imports(tree: ast.Module) -> dict[str, tuple[str, str]] | Non
 
 LAZY_PACKAGES = sorted(
     _module_name(init)
-    for init in CORE.rglob("__init__.py")
+    for init in SRC.rglob("__init__.py")
     if _type_checking_imports(ast.parse(init.read_text())) is not None
 )
 
@@ -241,7 +243,7 @@ def test_a_lazy_package_re_exports_what_its_type_checking_block_imports(package:
     for name in module.__all__:
         value = getattr(module, name)
         where, original = imports[name]
-        assert value is getattr(importlib.import_module(where), original)
+        assert value is getattr(importlib.import_module(resolve_name(where, package)), original)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert value.__module__.startswith(f"{package}."), f"{name}: {value.__module__}"
     with pytest.raises(AttributeError, match=re.escape(repr(package))):

@@ -25,7 +25,7 @@ from tests.conftest import CONF
 resolvers.register()
 
 # Presets of the throttled device: their own values on the throttled schema, by design.
-PRESETS = {"hdd", "nfs"}
+PRESETS = {"hdd", "nfs", "object_store"}
 # The sweeper's keys whose YAML value is not the schema's default, each for a reason:
 # sampler and pruner are config groups (chosen by the schema's defaults list, checked below);
 # params is the default study's space, written once in the YAML (it needs loadertune's

@@ -24,7 +24,7 @@ from loadertune.config._typed import (
 )
 from loadertune.errors import ConfigError
 from loadertune.storage import SharedDevice, ThrottledReader, check_storage, open_storage
-from loadertune.storage._device import schedule, wait_until
+from loadertune.storage._device import Stall, schedule, wait_until
 from loadertune.storage._page_cache import evict, resident_fraction
 from loadertune.storage._scratch import PREFIX, _alive, _owner_pid, remove_stale
 from tests._sweeps import mlflow_runs, study_at, sweep
@@ -64,6 +64,30 @@ def test_device_schedule(depth: int, reads: list[tuple[float, int]], expected: l
     assert done == pytest.approx(expected)
     assert state[1] == len(reads)
     assert state[2] == sum(n for _, n in reads)
+
+
+def test_a_stall_holds_its_read_not_the_channel() -> None:
+    # Two slots: the first read stalls 100 ms; the second, arriving with it, is not held back.
+    state = [0.0] * (5 + 2)
+    stalled = schedule(state, 0.0, 1000, 10 * MS, 1e-6, stall_s=100 * MS)
+    quick = schedule(state, 0.0, 1000, 10 * MS, 1e-6)
+    assert stalled == pytest.approx(0.111)
+    assert quick == pytest.approx(0.012)
+    # With one slot the next read waits for the stalled read's slot: the stall is in service.
+    state = [0.0] * (5 + 1)
+    schedule(state, 0.0, 1000, 10 * MS, 1e-6, stall_s=100 * MS)
+    assert schedule(state, 0.0, 1000, 10 * MS, 1e-6) == pytest.approx(0.122)
+
+
+def test_stalls_strike_about_one_read_in_every_and_the_same_reads_each_time() -> None:
+    stall = Stall(every=40, ms=120.0)
+    extra = [stall.extra_s(i) for i in range(40_000)]
+    stalled = [i for i, e in enumerate(extra) if e > 0]
+    assert set(extra) == {0.0, 0.12}
+    assert 0.8 / 40 < len(stalled) / len(extra) < 1.2 / 40
+    assert [i for i in range(40_000) if Stall(40, 120.0).extra_s(i)] == stalled  # deterministic
+    assert min(b - a for a, b in itertools.pairwise(stalled)) < 40  # not a fixed period
+    assert not any(Stall().extra_s(i) for i in range(1000))  # the default: no stalls
 
 
 def _read_many(
@@ -278,7 +302,9 @@ def test_scratch_of_a_dead_process_is_removed(tmp_path: Path) -> None:
 # ---- every storage option, and the checks ----------------------------------------------------
 
 
-@pytest.mark.parametrize("storage", ["local", "cold", "memory", "throttled", "hdd", "nfs"])
+@pytest.mark.parametrize(
+    "storage", ["local", "cold", "memory", "throttled", "hdd", "nfs", "object_store"]
+)
 def test_every_storage_runs_a_trial(compose: Compose, storage: str) -> None:
     config = to_run_config(compose([f"storage={storage}", "model=simulated", "model.step_ms=0"]))
     assert config.storage.name == storage
@@ -293,6 +319,10 @@ def test_presets_compose_as_throttled_devices(compose: Compose) -> None:
     assert isinstance(hdd, ThrottledStorageConfig) and isinstance(nfs, ThrottledStorageConfig)
     assert (hdd.latency_ms, hdd.bandwidth_mb_s, hdd.queue_depth) == (10.0, 160.0, 1)
     assert (nfs.latency_ms, nfs.bandwidth_mb_s, nfs.queue_depth) == (1.0, 110.0, 16)
+    store = to_run_config(compose(["storage=object_store"])).storage
+    assert isinstance(store, ThrottledStorageConfig)
+    assert (store.stall_every, store.stall_ms, store.queue_depth) == (40, 120.0, 256)
+    assert (hdd.stall_every, nfs.stall_every) == (0, 0)  # no stalls unless asked
 
 
 @pytest.mark.parametrize(
@@ -301,6 +331,9 @@ def test_presets_compose_as_throttled_devices(compose: Compose) -> None:
         (ThrottledStorageConfig(latency_ms=-1), "storage.latency_ms=-1"),
         (ThrottledStorageConfig(bandwidth_mb_s=0), "storage.bandwidth_mb_s=0"),
         (ThrottledStorageConfig(queue_depth=0), "storage.queue_depth=0"),
+        (ThrottledStorageConfig(stall_every=-1), "storage.stall_every=-1"),
+        (ThrottledStorageConfig(stall_ms=-5.0), "storage.stall_ms=-5.0"),
+        (ThrottledStorageConfig(stall_ms=float("nan")), "storage.stall_ms=nan"),
         (MemoryStorageConfig(dir="/no/such/dir"), "storage.dir=/no/such/dir"),
     ],
 )

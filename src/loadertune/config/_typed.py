@@ -6,7 +6,7 @@ key and missing value into a :class:`~loadertune.errors.ConfigError` naming the 
 person sees one line instead of a traceback. Inside the package only these objects travel.
 
 One default per key: the YAML, with its comments, is the source of truth users read, and each
-default here equals it (the presets ``storage=hdd|nfs`` aside, which are their own values of
+default here equals it (the presets ``storage=hdd|nfs|object_store`` aside, their own values of
 the throttled schema); ``tests/config/test_defaults.py`` composes both and compares them.
 """
 
@@ -111,12 +111,15 @@ class MemoryStorageConfig:
 @dataclass
 class ThrottledStorageConfig:
     """A simulated slow device (``throttled``, ``hdd``, ``nfs``): per-read latency and a
-    bandwidth shared by every process that reads, with ``queue_depth`` reads in service."""
+    bandwidth shared by every process that reads, with ``queue_depth`` reads in service, and
+    about one read in ``stall_every`` (0: none) held ``stall_ms`` longer: a heavy tail."""
 
     name: str = "throttled"
     latency_ms: float = 10.0
     bandwidth_mb_s: float = 160.0
     queue_depth: int = 1
+    stall_every: int = 0
+    stall_ms: float = 0.0
 
 
 AnyStorageConfig = StorageConfig | ColdStorageConfig | MemoryStorageConfig | ThrottledStorageConfig
@@ -292,7 +295,8 @@ MODELS: dict[str, type[Any]] = {
     "transformer": TransformerConfig,
     "custom": CustomModelConfig,
 }
-# hdd and nfs are presets of the throttled device: same schema, their own name on the record.
+# hdd, nfs and object_store are presets of the throttled device: same schema, their own name
+# on the record.
 STORAGES: dict[str, type[Any]] = {
     "local": StorageConfig,
     "cold": ColdStorageConfig,
@@ -300,6 +304,7 @@ STORAGES: dict[str, type[Any]] = {
     "throttled": ThrottledStorageConfig,
     "hdd": ThrottledStorageConfig,
     "nfs": ThrottledStorageConfig,
+    "object_store": ThrottledStorageConfig,
 }
 
 

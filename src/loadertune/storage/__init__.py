@@ -135,3 +135,17 @@ def _check_throttled(storage: ThrottledStorageConfig) -> None:
             "must be >= 1 (reads the device serves at once)",
             "e.g. storage.queue_depth=1 for a disk, 16 for a network file system",
         )
+    if storage.stall_every < 0:
+        raise ConfigError(
+            "storage.stall_every",
+            storage.stall_every,
+            "must be >= 0 (about one read in this many stalls; 0: none)",
+            "e.g. storage.stall_every=40 storage.stall_ms=120 for an object store's cold misses",
+        )
+    if not storage.stall_ms >= 0:
+        raise ConfigError(
+            "storage.stall_ms",
+            storage.stall_ms,
+            "must be >= 0 (milliseconds a stalled read waits past storage.latency_ms)",
+            "e.g. storage.stall_ms=120",
+        )

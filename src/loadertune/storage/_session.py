@@ -22,7 +22,7 @@ from loadertune.config import (
 )
 from loadertune.errors import ConfigError
 from loadertune.storage import _page_cache, _scratch
-from loadertune.storage._device import DeviceCounters, SharedDevice
+from loadertune.storage._device import DeviceCounters, SharedDevice, Stall
 from loadertune.storage._reader import Reader, ThrottledReader
 
 
@@ -115,6 +115,7 @@ class ThrottledSession(StorageSession):
             config.latency_ms,
             config.bandwidth_mb_s,
             config.queue_depth,
+            Stall(config.stall_every, config.stall_ms),
         )
         self.reader = ThrottledReader(self.device)
         self._window_start: DeviceCounters | None = None

@@ -26,6 +26,7 @@ from ..verdict._text import (
     ORDER,
     confidence_lines,
     details,
+    failed_sentences,
     headline,
     per_rank_line,
     unshown_lines,
@@ -95,6 +96,8 @@ class SweepView:
         self.console.print(Markdown(headline(rec)))
         for line in unshown_lines(rec, repeats):
             self.console.print(line, highlight=False)
+        for failed in failed_sentences(cands):
+            self.console.print(f"[red]Not recommended: {failed}.[/]", highlight=False)
         colour = {"high": "green", "medium": "yellow", "low": "red"}[assurance.level.value]
         for i, line in enumerate(confidence_lines(assurance)):
             self.console.print(f"[bold {colour}]{line}[/]" if i == 0 else line, highlight=False)

@@ -5,6 +5,8 @@ The parent run names the recommendation (params ``recommended.loader.<key>``, me
 each candidate's child run carries its verdict figures (``verdict_rank``,
 ``verdict_time_per_sample_ms`` ..., and ``verdict_round_time_per_sample_ms``, one value per
 round with the round as its step), and the recommended one is tagged ``recommended=true``.
+A setting a verdict round of which failed is tagged ``verdict.failed`` (why, which round) on
+its child run and named in the parent's ``verdict.failed``: it is never the pick.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from loadertune.measure import TOLERANCE
 from loadertune.record import param_text
 
 from .._keys import Recommended, Tag
+from ..verdict._text import failed_sentences
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -103,6 +106,8 @@ def log_verdict(
     }
     if assurance.settle:
         tags["verdict.settle"] = assurance.settle
+    if failed := failed_sentences(verdict.cands):
+        tags["verdict.failed"] = "; ".join(failed)
     if guess:
         tags["guess.bound"] = guess.bound.value
     recorder.client.log_batch(
@@ -124,6 +129,7 @@ def _mark_children(
 ) -> None:
     """Each measured candidate's child run gets its verdict figures; the pick, its tag."""
     measured = sorted((c for c in cands if c.values), key=lambda c: c.median)
+    measured += [c for c in cands if c.failed and not c.values]  # failed its every round
     for rank, c in enumerate(measured, start=1):
         run_id = recorder.run_of(c.trial.number)
         if run_id is None:
@@ -133,10 +139,15 @@ def _mark_children(
             "verdict_time_per_sample_ms": c.median,
             "verdict_spread": c.spread,
             "verdict_repeats": float(len(c.values)),
+            "verdict_failed_rounds": float(len(c.failed)),
         }
+        if not c.values:
+            figures = {"verdict_failed_rounds": float(len(c.failed))}
         if c.samples_per_s:
             figures["verdict_samples_per_s"] = _median(c.samples_per_s)
         tags = [mlflow_entities.RunTag("verdict.role", c.name)]
+        if c.failed:  # never the pick: a round of it failed
+            tags.append(mlflow_entities.RunTag("verdict.failed", c.failed_why))
         if c is chosen:  # by this sweep: the run may sit under an earlier sweep's parent
             tags += [
                 mlflow_entities.RunTag(Tag.RECOMMENDED, "true"),

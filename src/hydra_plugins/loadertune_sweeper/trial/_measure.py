@@ -60,10 +60,12 @@ class Measurer:
         self.busy.seen(what, outcome.result)
         return outcome
 
-    def again(self, lines: list[str], job_num: int) -> TrialResult | None:
-        """One more measurement of a trial's settings, never pruned (for the verdict)."""
+    def again(self, lines: list[str], job_num: int) -> TrialResult | str:
+        """One more measurement of a trial's settings, never pruned (for the verdict); when
+        it measured nothing, why (:func:`failure_of`)."""
         job_cfg = self.compose(lines, job_num=job_num)
-        return self(None, job_cfg, to_run_config(job_cfg)).result
+        outcome = self(None, job_cfg, to_run_config(job_cfg))
+        return outcome.result if outcome.result is not None else failure_of(outcome)
 
     def _run(
         self, trial: optuna.Trial | None, job_cfg: DictConfig, config: RunConfig
@@ -98,3 +100,11 @@ class Measurer:
             limits,
             self.stopped,
         )
+
+
+def failure_of(outcome: TrialOutcome) -> str:
+    """Why a trial process measured nothing, in one line: its reason (``timeout``,
+    ``memory_budget``, ``crashed``, ...) and the last line of its error."""
+    reason = str(outcome.reason or outcome.status)
+    last = (outcome.error or "").strip().splitlines()[-1:]
+    return f"{reason}: {last[0][:200]}" if last else reason

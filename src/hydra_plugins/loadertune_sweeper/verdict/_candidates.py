@@ -43,7 +43,14 @@ class Candidate:
     bottleneck: str = ""
     why: str = ""
     left_after: int | None = None  # rounds after which it left the race
-    left_why: str = ""  # why it left: LEFT_RACE, or what more rounds could not buy (decision)
+    left_why: str = ""  # why it left: LEFT_RACE, failed_why, or what more rounds could not buy
+    failed: list[tuple[int, str]] = field(default_factory=list)  # (round, why) it measured nothing
+
+    @property
+    def failed_why(self) -> str:
+        """Why it left the race when a round of it failed: the first failure, its round."""
+        round_, why = self.failed[0]
+        return f"failed in round {round_} ({why})"
 
     @property
     def workers(self) -> int:
@@ -153,7 +160,7 @@ def everyones_noise(cands: list[Candidate]) -> tuple[float, int]:
 def in_race(cands: list[Candidate]) -> list[Candidate]:
     """The measured candidates that did not leave the race: the ones the pick is made from
     and judged against (a setting that left has fewer rounds, and its median, over other
-    rounds, does not compare)."""
+    rounds, does not compare; one that failed a round left it, and is never the pick)."""
     return [c for c in cands if c.values and c.left_after is None]
 
 

@@ -22,7 +22,7 @@ from typing import TypeAlias
 
 from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
-from loadertune.measure import MARGIN
+from loadertune.measure import MARGIN, TOLERANCE
 from loadertune.measure import _paired_stats as paired_stats
 
 from . import _candidates
@@ -89,6 +89,7 @@ def assess(
     busy = busy_share(verdict_windows(measured), cpus)
     reasons = decision.shortfalls(f, "the recommendation was measured only")
     reasons += _busy_reasons(busy, search_busy or [])
+    reasons += _failed_reasons(rec, cands)
     if unsettled:
         names = ", ".join(f"trial {c.trial.number}" for c in unsettled)
         most = max(f.unsettled.values())
@@ -118,7 +119,32 @@ def _compared_and_lost(cands: list[Candidate]) -> tuple[list[Candidate], list[Ca
         for c in cands
         if c.values and c.left_after is not None and c.left_why in ("", _candidates.LEFT_RACE)
     ]
-    return [c for c in cands if c.values and c not in lost], lost
+    return [c for c in cands if c.values and c not in lost and not c.failed], lost
+
+
+def _failed_reasons(rec: Recommendation, cands: list[Candidate]) -> list[Shortfall]:
+    """A setting that failed a round is never the pick; the pick is ``medium`` at best when
+    that setting was not clearly slower: over the rounds it ran, or, failing every one, in
+    the search. One that lost by more than the tolerance took nothing from the pick."""
+    reasons: list[Shortfall] = []
+    for c in (c for c in cands if c.failed):
+        shared = set(c.by_round) & set(rec.chosen.by_round)
+        if shared:
+            ratio = _candidates.compare(c, rec.chosen)[0]
+            n = len(shared)
+            seen = f"{ratio - 1:+.1%} against the pick over the {n} round{'s' * (n != 1)} it ran"
+        else:
+            ratio = float(c.trial.value or 0.0) / rec.chosen.median
+            seen = f"{ratio - 1:+.1%} against the pick in the search"
+        if ratio < 1 + TOLERANCE:
+            reasons.append(
+                (
+                    Confidence.MEDIUM,
+                    f"trial {c.trial.number} (num_workers={c.workers}), {seen}, "
+                    f"{c.failed_why} and cannot be recommended",
+                )
+            )
+    return reasons
 
 
 def _busy_reasons(busy: float, search_busy: list[float]) -> list[Shortfall]:

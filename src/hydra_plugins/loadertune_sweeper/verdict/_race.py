@@ -71,7 +71,8 @@ def run_rounds(
     two). After each round a setting that lost every round to the fastest by more than the
     tolerance leaves the race (:func:`._candidates.out_of_race`); from then on each round
     measures only what it can still buy (:func:`._confidence.next_round`), the others leave
-    together, and the rounds stop once nothing is worth one, or at twice ``repeats``. Each
+    together, and the rounds stop once nothing is worth one, or at twice ``repeats``. A
+    setting a round of which failed (``Candidate.failed``) leaves the race at once. Each
     round measures its settings in :func:`rotated` order (of ``cands``' order, whichever the
     pick); ``pricing`` times the rounds and
     prices a rival's next one.
@@ -95,6 +96,11 @@ def run_rounds(
         if not price.timed(measure_round, rounds, rotated(which, rounds)):
             return None
         rounds += 1
+        for c in [c for c in alive if c.failed]:  # never the pick, whatever its other rounds
+            _leave(c, alive, rounds, c.failed_why, note)
+        if not alive:
+            why = "no setting left to recommend: every one failed a round"
+            break
         for c in _candidates.out_of_race(alive):
             _leave(c, alive, rounds, _candidates.LEFT_RACE, note)
     note(

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 # compared round by round, not from a longer window.
 ROUND_WINDOW = ["trial.precision=null"]
 
-# Run the trial these overrides give, as job ``job_num``; None if it measured nothing.
-Measure = Callable[[list[str], int], "TrialResult | None"]
+# Run the trial these overrides give, as job ``job_num``; if it measured nothing, why.
+Measure = Callable[[list[str], int], "TrialResult | str"]
 # The typed config these overrides give.
 ConfigOf = Callable[[list[str]], "RunConfig"]
 
@@ -91,12 +91,18 @@ class VerdictRun:
         )
         pricing = Pricing(self.train_hours)
         rounds = run_rounds(cands, repeats, self._round, self.note, usable_cpus(), pricing)
-        if rounds is None or not any(c.values for c in cands):
+        if rounds is None:
+            return None
+        if not _candidates.in_race(cands):
+            failed = "; ".join(_text.failed_sentences(cands)) or "no setting measured"
+            self.note(f"verdict: nothing to recommend: {failed}")
             return None
         return self._conclude(cands, repeats, rounds, pricing)
 
     def _round(self, round_: int, which: list[Candidate]) -> bool:
-        """Measure each of ``which`` once; False if the sweep was stopped meanwhile."""
+        """Measure each of ``which`` once; False if the sweep was stopped meanwhile. A
+        measurement that failed (crash, timeout, memory) is kept as the setting's failure:
+        it leaves the race (:func:`run_rounds`) rather than lose a round without a word."""
 
         for c in which:
             if self.stopped():
@@ -107,19 +113,27 @@ class VerdictRun:
                 f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
             ]
             r = self.measure(overrides, c.trial.number)
-            if r is None:
+            if isinstance(r, str):
+                if self.stopped():  # interrupted: not the setting's failure
+                    return False
+                c.failed.append((round_, r))
+                self.note(f"verdict: trial {c.trial.number} failed in round {round_}: {r}")
                 continue
-            c.values.append(r.objective)
-            c.rounds.append(round_)
-            c.samples_per_s.append(r.summary.samples_per_s)
-            c.memory_mb.append(r.peak_memory_mb)
-            c.cpu_percent.append(r.cpu_percent_mean)
-            c.other_cpu_percent.append(r.other_cpu_percent)
-            c.steal_percent.append(r.steal_percent)
-            c.first_batch_s.append(r.first_batch_s)
-            d = diagnose_result(r, self.memory_budget_mb)
-            c.bottleneck, c.why = d.label, d.sentence
+            self._keep(c, round_, r)
         return True
+
+    def _keep(self, c: Candidate, round_: int, r: TrialResult) -> None:
+        """One round's figures of ``c``."""
+        c.values.append(r.objective)
+        c.rounds.append(round_)
+        c.samples_per_s.append(r.summary.samples_per_s)
+        c.memory_mb.append(r.peak_memory_mb)
+        c.cpu_percent.append(r.cpu_percent_mean)
+        c.other_cpu_percent.append(r.other_cpu_percent)
+        c.steal_percent.append(r.steal_percent)
+        c.first_batch_s.append(r.first_batch_s)
+        d = diagnose_result(r, self.memory_budget_mb)
+        c.bottleneck, c.why = d.label, d.sentence
 
     def _conclude(
         self, cands: list[Candidate], repeats: int, rounds: int, pricing: Pricing

@@ -51,10 +51,23 @@ def verdict_markdown(
             f"{statistics.median(c.cpu_percent or [0]):.0f} | "
             f"{statistics.median(c.other_cpu_percent or [0]):.0f} | {c.bottleneck} |"
         )
-    lines = [headline(rec, unit), *unshown_lines(rec, repeats), "", *confidence_lines(assurance)]
+    lines = [headline(rec, unit), *unshown_lines(rec, repeats)]
+    lines += [f"Not recommended: {f}." for f in failed_sentences(cands)]
+    lines += ["", *confidence_lines(assurance)]
     lines += ["", *rows, "", ORDER, ""]
     lines += details(rec, cands, unit, guess, workers_range)
     return "\n".join(lines) + "\n"
+
+
+def failed_sentences(cands: list[Candidate]) -> list[str]:
+    """Each setting that failed a verdict round, named with every failure: such a setting
+    is never recommended, however fast its other rounds."""
+    return [
+        f"trial {c.trial.number} ({c.name or 'searched'}, num_workers={c.workers}) failed in "
+        + ", ".join(f"round {r} ({why})" for r, why in c.failed)
+        for c in cands
+        if c.failed
+    ]
 
 
 def rounds_line(

@@ -1,7 +1,8 @@
 """A ``best_loader.yaml`` names callables by dotted path; ``build_dataloader`` resolves only the
-user's own modules and ``torch``'s unless told to trust more: a file naming ``os.system`` or
+user's own modules and PyTorch's collates (``default_collate``, ``default_convert``, not the rest
+of ``torch`` nor loadertune's own code) unless told to trust more: a file naming ``os.system`` or
 ``subprocess.getoutput`` as its collate is refused before anything is called, and so is one
-that reaches them through a trusted module (``torch.os.system``): where the callable is
+that reaches them through a trusted module (``mypkg.os.system``): where the callable is
 defined counts, not the path to it."""
 
 from __future__ import annotations
@@ -52,11 +53,47 @@ def test_a_name_outside_the_users_code_is_refused(tmp_path: Path, key: str, path
         build_dataloader(Ints(), exported, device="cpu")  # refused before a loader exists
 
 
-def test_torch_and_the_users_own_code_pass(tmp_path: Path, fixtures_on_path: Path) -> None:
-    exported = _export(tmp_path, collate_fn="torch.utils.data.default_collate")
-    assert next(iter(build_dataloader(Ints(), exported, device="cpu"))).tolist() == [[0], [1]]
+def test_torchs_collates_and_the_users_own_code_pass(
+    tmp_path: Path, fixtures_on_path: Path
+) -> None:
+    for path in ("torch.utils.data.default_collate", "torch.utils.data.dataloader.default_collate"):
+        exported = _export(tmp_path, collate_fn=path)
+        assert next(iter(build_dataloader(Ints(), exported, device="cpu"))).tolist() == [[0], [1]]
+    convert = _export(tmp_path, collate_fn="torch.utils.data.default_convert")
+    assert [t.tolist() for t in next(iter(build_dataloader(Ints(), convert, device="cpu")))] == [
+        [0],
+        [1],
+    ]
     own = _export(tmp_path, collate_fn="user_steps.lambda_collate")  # the user's module
     assert next(iter(build_dataloader(Ints(), own, device="cpu"))).tolist() == [[0], [1]]
+
+
+@pytest.mark.parametrize(
+    ("path", "names"),
+    [
+        ("torch.utils.collect_env.run", "the installed package torch"),  # hands its str to Popen
+        ("torch.hub.load", "the installed package torch"),
+        ("loadertune.loader.to_device", "the installed package loadertune"),  # editable, not yours
+        ("hydra_plugins.loadertune_sweeper.config.SweeperConfig", "the installed package hydra_"),
+    ],
+)
+def test_the_rest_of_torch_and_loadertune_itself_are_not_trusted(
+    tmp_path: Path, path: str, names: str
+) -> None:
+    exported = _export(tmp_path, collate_fn=path)
+    with pytest.raises(ConfigError, match=rf"^loader\.collate_fn={re.escape(path)}: names {names}"):
+        build_dataloader(Ints(), exported, device="cpu")
+
+
+def test_a_user_module_re_exporting_loadertune_lends_it_no_trust(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "own_reexport.py").write_text("from loadertune.loader import to_device as move\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "own_reexport", raising=False)
+    exported = _export(tmp_path, collate_fn="own_reexport.move")
+    with pytest.raises(ConfigError, match=r"names loadertune\.loader\._build\.to_device, defined"):
+        build_dataloader(Ints(), exported, device="cpu")
 
 
 def test_trust_or_an_allow_list_lets_a_name_through(tmp_path: Path) -> None:
@@ -80,11 +117,14 @@ def test_a_name_reached_through_torch_is_judged_where_it_is_defined(
     tmp_path: Path, path: str, defined: str
 ) -> None:
     exported = _export(tmp_path, collate_fn=path)
+    torchs = r"names the installed package torch, not your own code"
+    with pytest.raises(ConfigError, match=rf"^loader\.collate_fn={re.escape(path)}: {torchs}"):
+        build_dataloader(Ints(), exported, device="cpu")  # not one of PyTorch's collates
     names = rf"names {re.escape(defined)}, defined in the standard library, not your own code"
     with pytest.raises(ConfigError, match=rf"^loader\.collate_fn={re.escape(path)}: {names}"):
-        build_dataloader(Ints(), exported, device="cpu")
-    with pytest.raises(ConfigError, match=r"trust=\['" + re.escape(path) + r"'\] to allow"):
         build_dataloader(Ints(), exported, device="cpu", trust=["torch."])  # torch's, not posix's
+    with pytest.raises(ConfigError, match=r"trust=\['" + re.escape(path) + r"'\] to allow"):
+        build_dataloader(Ints(), exported, device="cpu", trust=["torch."])
 
 
 def _own_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

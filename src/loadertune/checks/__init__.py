@@ -27,6 +27,7 @@ __all__ = [
     "Shards",
     "Trust",
     "WorkerCap",
+    "check_exported_callables",
     "check_lock_dir",
     "check_mode",
     "check_worker_count",
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     )
     from loadertune.checks._resolvers import register as register_resolvers
     from loadertune.checks._shards import Shards, shard_limit
-    from loadertune.checks._user_code import Trust, loader_callables
+    from loadertune.checks._user_code import Trust, check_exported_callables, loader_callables
     from loadertune.checks._validation import validate, validate_loader
 
 __getattr__ = lazy_package(__name__, __file__)

@@ -24,7 +24,7 @@ import site
 import sys
 import sysconfig
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,30 @@ _CHECKED: set[str] = set()
 
 Trust = bool | Iterable[str]
 """Which dotted paths a loader config may name: True, any; False, the user's own modules and
-``torch``'s; an iterable of prefixes (``"transformers."``, ``"mypkg.collate.pad"``), those too."""
+PyTorch's collates (:data:`TRUSTED_CALLABLES`); an iterable of prefixes (``"transformers."``,
+``"mypkg.collate.pad"``), those too."""
 
-TRUSTED_PREFIXES = ("torch.",)
-"""Installed code a config may name without being trusted: PyTorch's collates."""
+TRUSTED_CALLABLES = frozenset(
+    f"torch.utils.data._utils.collate.{name}" for name in ("default_collate", "default_convert")
+)
+"""Installed code a config may name without being trusted, by where it is defined: PyTorch's
+collates. Not the rest of ``torch``, whose helpers reach a shell
+(``torch.utils.collect_env.run``)."""
+
+TRUSTED_PATHS = frozenset(
+    f"{module}.{name}"
+    for module in (
+        "torch.utils.data",
+        "torch.utils.data.dataloader",
+        "torch.utils.data._utils.collate",
+    )
+    for name in ("default_collate", "default_convert")
+)
+"""The spellings of :data:`TRUSTED_CALLABLES` that are imported before judging what they name."""
+
+NEVER_THE_USERS = ("loadertune", "hydra_plugins")
+"""Top-level packages that are no user's own code, even installed editable (as in development):
+loadertune's own helpers start processes and write files."""
 
 
 def loader_callables(loader: LoaderConfig, trust: Trust = True) -> dict[str, Callable[..., Any]]:
@@ -63,14 +83,41 @@ def loader_callables(loader: LoaderConfig, trust: Trust = True) -> dict[str, Cal
     }
 
 
+def check_exported_callables(settings: Mapping[str, Any], file: str, argv: Sequence[str]) -> None:
+    """Refuse a ``collate_fn``/``worker_init_fn`` that a loader file read for ``loader=<name>``
+    names, unless ``build_dataloader``'s default trust allows it (:func:`check_trusted`).
+
+    The command line's composed config does not say where a value came from, so the rule is
+    on the file: a path in the selected file is checked unless the command line also gives
+    that key (``loader.collate_fn=...``), which is the user's own word and trusted as typed.
+    A hand-edited ``collate_fn: subprocess.getoutput`` would otherwise run in every batch.
+
+    Raises:
+        ConfigError: naming ``loader.<key>``, what the path names and the fix.
+    """
+    typed = {a.partition("=")[0].lstrip("+~") for a in argv if "=" in a}
+    for name in ("collate_fn", "worker_init_fn"):
+        path, key = settings.get(name), f"loader.{name}"
+        if isinstance(path, str) and path and key not in typed:
+            try:
+                check_trusted(key, path, False)
+            except ConfigError as exc:
+                raise ConfigError(
+                    key, path, f"read from {file}: {exc.problem}",
+                    f"edit {file}, or give it on the command line ({key}={path}) if you "
+                    "trust it",
+                ) from None  # fmt: skip
+
+
 def check_trusted(key: str, path: str, trust: Trust) -> Callable[..., Any]:
     """The callable at ``path``, refused unless ``trust`` allows the code it really runs.
 
     Trusted: code defined in the user's own modules (a top-level module found outside the
     standard library and the installed packages, such as a project on ``PYTHONPATH`` or
-    installed editable), under ``torch.`` or under a prefix in ``trust``; or a path that
-    ``trust`` lists exactly. Where the callable is defined counts, not the path that reaches
-    it: ``torch.os.system`` is the standard library's ``posix.system``. A path whose
+    installed editable, but never loadertune's own), PyTorch's collates
+    (:data:`TRUSTED_CALLABLES`) or under a prefix in ``trust``; or a path that ``trust``
+    lists exactly. Where the callable is defined counts, not the path that reaches
+    it: ``mypkg.os.system`` is the standard library's ``posix.system``. A path whose
     top-level module is not trusted is refused before anything is imported.
 
     Raises:
@@ -80,25 +127,24 @@ def check_trusted(key: str, path: str, trust: Trust) -> Callable[..., Any]:
     if trust is True:
         return resolve(key, path)
     named = () if trust is False else ((trust,) if isinstance(trust, str) else tuple(trust))
-    allowed = (*TRUSTED_PREFIXES, *named)
-    if not any(_under(path, p) for p in allowed):
+    if path not in TRUSTED_PATHS and not any(_under(path, p) for p in named):
         home = _installed_home(path.partition(".")[0])
         if home is not None:  # refused by its top-level module, before importing it
             raise _untrusted(key, path, f"names {home}")
     found = resolve(key, path)
     if path not in named:  # a name allowed exactly is the caller's call
-        _check_defined(key, path, found, allowed)
+        _check_defined(key, path, found, named)
     return found
 
 
 def _check_defined(key: str, path: str, found: Any, allowed: tuple[str, ...]) -> None:
     """Refuse ``found`` unless the module that defines it is the user's own or ``allowed``:
-    a trusted module's attributes reach the standard library too (``torch.os``)."""
+    a trusted module's attributes reach the standard library too (``mypkg.os``)."""
     module = _defining_module(found)
     if module is None:
         raise _untrusted(key, path, f"names a {type(found).__name__} whose module is unknown")
     qualified = f"{module}.{_qualname(found)}"
-    if any(_under(qualified, p) for p in allowed):
+    if qualified in TRUSTED_CALLABLES or any(_under(qualified, p) for p in allowed):
         return
     home = _installed_home(module.partition(".")[0], unfound="a module that cannot be found")
     if home is not None:
@@ -153,6 +199,8 @@ def _installed_home(top: str, unfound: str | None = None) -> str | None:
     (None before importing: resolve then says it does not import)."""
     if top in sys.builtin_module_names or top in sys.stdlib_module_names:
         return "the standard library"
+    if top in NEVER_THE_USERS:
+        return f"the installed package {top}"
     origin = _origin(top)
     if origin is None:
         return unfound

@@ -6,7 +6,7 @@ same thing in both. PyTorch's rules are applied rather than left to fail late: n
 ``pin_memory`` only where there is an accelerator to pin for (elsewhere it only warns).
 ``collate_fn`` and ``worker_init_fn`` are dotted paths, resolved here, so an exported
 ``best_loader.yaml`` rebuilds the same loader; a file can name anything, so only the user's
-own modules and ``torch``'s are resolved unless the caller trusts more (``trust=``).
+own modules and PyTorch's collates are resolved unless the caller trusts more (``trust=``).
 :func:`to_device` moves whatever the collate returns; ``pin_memory`` pins the same structures
 (PyTorch pins tensors inside mappings, named tuples, tuples and sequences, and calls
 ``pin_memory()`` on objects that have one).
@@ -173,9 +173,10 @@ def build_dataloader(
         device: where batches go; ``pin_memory`` is applied only for an accelerator.
             ``None`` means CUDA if available.
         trust: which ``collate_fn``/``worker_init_fn`` paths the config may name: by
-            default callables defined in your own modules (not the standard library's or
-            an installed package's, such as ``os.system``, even when reached as
-            ``torch.os.system``) and in ``torch``; a list of exact names, or of prefixes
+            default callables defined in your own modules (not the standard library's,
+            loadertune's or an installed package's, such as ``os.system``, even when reached
+            as ``mypkg.os.system``) and PyTorch's ``default_collate`` and ``default_convert``
+            (not the rest of ``torch``); a list of exact names, or of prefixes
             of where the code is defined, to allow more; True for any (a file you trust).
         shard: give this rank its share with a ``DistributedSampler`` (call its
             ``set_epoch(epoch)``), in a plain ``torchrun`` script, not under a framework.

@@ -9,15 +9,25 @@ and never another folder's. Hydra's own errors for a missing or broken option ar
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadertune.checks import check_exported_callables
+from loadertune.config import LoaderConfig
 from loadertune.errors import ConfigError
-from loadertune.loader._build import read_loader_yaml
+from loadertune.loader._build import TUNED_FOR, read_loader_yaml
 
 DEFAULT_OUTPUT_ROOT = "outputs"
 PACKAGED = Path(__file__).resolve().parents[1] / "conf"
+
+LOADER_KEYS = frozenset({f.name for f in dataclasses.fields(LoaderConfig)} | {TUNED_FOR})
+"""The keys an exported option may hold: the loader group's and the ranks it was tuned for."""
+
+PACKAGE_LINE = re.compile(r"^\s*#\s*@package\b")
+"""Hydra's ``# @package`` header, which moves a file's keys anywhere in the config."""
 
 
 def output_root_of(argv: Sequence[str]) -> str:
@@ -50,18 +60,34 @@ def use_command(loader_file: str | Path) -> str:
 
 
 def check_loader_choice(argv: Sequence[str]) -> None:
-    """Raise :class:`~loadertune.errors.ConfigError` if ``loader=<name>`` names an exported
-    option that is missing or unreadable (a packaged option, or an explicit
-    ``hydra.searchpath``, is left to Hydra)."""
-    names = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("loader=")]
-    if not names or any(a.startswith("hydra.searchpath") for a in argv):
+    """Raise :class:`~loadertune.errors.ConfigError` if ``loader=<name>`` (or each option of a
+    sweep's ``loader=best,default``) names an exported option that is missing, unreadable or
+    untrusted (a packaged option, or an explicit ``hydra.searchpath``, is left to Hydra).
+
+    An exported file is a verdict's output that anyone can edit, so it is held to
+    ``build_dataloader``'s trust rule (:func:`~loadertune.checks.check_exported_callables`)
+    and may hold loader keys only: Hydra would obey a ``defaults`` list or a ``@package``
+    line in it, and either can select any config, a model's ``_target_`` among them.
+    """
+    values = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("loader=")]
+    if not values or any(a.startswith("hydra.searchpath") for a in argv):
         return
-    name = names[-1]
-    if not name.replace("_", "").replace("-", "").isalnum():
-        return  # a sweep over options (best,default) or null: Hydra's to read
-    if (PACKAGED / "loader" / f"{name}.yaml").is_file():
-        return
-    path = exported_conf(argv) / "loader" / f"{name}.yaml"
+    for name in _option_names(values[-1]):
+        if not (PACKAGED / "loader" / f"{name}.yaml").is_file():
+            _check_exported(exported_conf(argv) / "loader" / f"{name}.yaml", name, argv)
+
+
+def _option_names(value: str) -> list[str]:
+    """The options ``loader=<value>`` selects: one, a list (``best,default``) or
+    ``choice(best,default)``; anything else (``null``, a glob) is Hydra's to read."""
+    if value.startswith("choice(") and value.endswith(")"):
+        value = value[len("choice(") : -1]
+    names = [name.strip() for name in value.split(",")]
+    return [n for n in names if n.replace("_", "").replace("-", "").isalnum() and n != "null"]
+
+
+def _check_exported(path: Path, name: str, argv: Sequence[str]) -> None:
+    """The exported option ``name`` at ``path``: there, readable, loader keys only, trusted."""
     if not path.is_file():
         raise ConfigError(
             "loader",
@@ -71,4 +97,18 @@ def check_loader_choice(argv: Sequence[str]) -> None:
             "run the sweep first (loadertune -m) with the same paths.output_root, pass "
             "paths.output_root=<the sweep's root>, or use loader=default",
         )
-    read_loader_yaml(path)
+    settings = read_loader_yaml(path)
+    fix = f"remove it from {path}, or export it again (run the sweep)"
+    directive = next(
+        (line for line in path.read_text().splitlines() if PACKAGE_LINE.match(line)), None
+    )
+    if directive is not None:
+        raise ConfigError("loader", path, f"has a Hydra package line ({directive.strip()}): "
+                          "an exported option holds loader keys only", fix)  # fmt: skip
+    unknown = sorted(str(k) for k in settings if k not in LOADER_KEYS)
+    if unknown:
+        raise ConfigError(
+            "loader", path, f"holds {', '.join(unknown)}, not loader keys (an exported option "
+            f"holds {', '.join(sorted(LOADER_KEYS))} only)", fix,
+        )  # fmt: skip
+    check_exported_callables(settings, str(path), argv)

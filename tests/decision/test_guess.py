@@ -31,11 +31,14 @@ def default_trial(
     num_workers: int = 0,
     steps: int = 4,
     batch_bytes: int = 0,
+    loads_ms: list[float] | None = None,
 ) -> TrialResult:
-    """A trial whose every timed step waited ``load_ms`` for its batch and stepped ``step_ms``."""
+    """A trial whose every timed step waited ``load_ms`` for its batch (step ``i``: ``loads_ms[i]``
+    when given) and stepped ``step_ms``."""
     records, t = [], 100.0
-    for i in range(steps):
-        wait, compute = load_ms * MS, step_ms * MS
+    loads = loads_ms or [load_ms] * steps
+    for i in range(len(loads)):
+        wait, compute = loads[i] * MS, step_ms * MS
         records.append(
             StepRecord(
                 index=i,
@@ -206,6 +209,29 @@ def test_a_latency_bound_read_widens_the_range_past_any_multiple_of_the_cpus() -
     # ... and stops at the most workers the machine holds, when that is fewer.
     held = from_default_trial(result, BUDGET_MB, 30)
     assert held is not None and workers_range(held, 0, 4) == (0, 30)
+
+
+def test_rare_slow_reads_need_enough_batches_in_flight_to_ride_them_out() -> None:
+    # An object store whose reads stall now and then (storage=object_store): of 100 batches,
+    # 45 load in 16 ms, 40 hold one 120 ms stall (136 ms) and 15 hold two (256 ms); a 20 ms
+    # step. The mean load, 100 ms, needs ceil(100 / 21) = 5 workers; but batches arrive in
+    # order, and riding out a 256 ms load (the p99) at 2 batches a worker takes
+    # ceil(256 / (21 x 2)) = 7 in flight. The range 0..4 widens to ceil(1.5 x 7) = 11.
+    loads = [16.0] * 45 + [136.0] * 40 + [256.0] * 15
+    loads = [loads[(7 * i) % 100] for i in range(100)]  # spread out, as the hash spreads them
+    tailed = default_trial(load_ms=0.0, step_ms=20.0, batch_size=32, loads_ms=loads)
+    g = from_default_trial(tailed, BUDGET_MB, CAP)
+    assert g is not None
+    assert g.load_ms_per_batch == pytest.approx(100.0)  # the mean, not the median's 136
+    assert g.tail_load_ms_per_batch == pytest.approx(256.0)
+    assert (g.workers, g.bound) == (7, "hides the tail")
+    assert workers_range(g, 0, 4) == (0, 11)
+    # The same mean load without the tail: 5 workers hide it, and the written range holds.
+    steady = from_default_trial(
+        default_trial(load_ms=100.0, step_ms=20.0, batch_size=32, steps=100), BUDGET_MB, CAP
+    )
+    assert steady is not None and (steady.workers, steady.bound) == (5, "hides loading")
+    assert workers_range(steady, 0, 4) == (0, 8)
 
 
 def test_each_worker_holds_the_memory_the_pre_flight_checks_count() -> None:

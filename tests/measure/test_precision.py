@@ -16,6 +16,7 @@ from loadertune.measure._precision import (
     block_rates,
     rate_ci,
     relative_half_width,
+    steps_for_tail,
     t975,
 )
 from loadertune.measure._timing import StepRecord, summarize
@@ -125,3 +126,26 @@ def test_good_precision_settings_pass() -> None:
     validate_trial(TrialConfig(max_steps=40))
     validate_trial(TrialConfig(precision=None))
     validate_trial(TrialConfig(precision=0.05, max_steps=None))
+
+
+def test_a_stalling_setting_is_timed_over_enough_of_its_stalls() -> None:
+    # 25 long waits per 1000 steps: 10 of them take 400 steps, capped at max_steps = 120.
+    assert steps_for_tail(25.0, 40, 120) == 120
+    assert steps_for_tail(125.0, 40, 120) == 80  # 10 / 0.125
+    assert steps_for_tail(500.0, 40, 120) == 40  # 20 in 40 steps already: trial.steps
+    assert steps_for_tail(0.0, 40, 120) == 40  # never stalled
+    assert steps_for_tail(float("nan"), 40, 120) == 40
+
+
+def test_the_tail_of_the_wait_shows_what_the_median_hides() -> None:
+    # 100 steps of a 20 ms step: 95 batches ready (0.1 ms), 5 held by a 120 ms stall.
+    phases = [(0.120 if i % 20 == 7 else 0.0001, 0.020) for i in range(100)]
+    s = summarize(steps(phases), num_workers=8)
+    assert s.data_wait_ms_p50 == pytest.approx(0.1)
+    assert s.data_wait_ms_max == pytest.approx(120.0)
+    assert s.data_wait_ms_p99 > 100.0
+    assert s.long_waits_per_1000_steps == pytest.approx(50.0)
+    # The rate counts the stalls: 100 steps of 20 ms plus 5 of 120 ms over 1000 samples.
+    assert s.time_per_sample_ms == pytest.approx((100 * 20.01 + 5 * 120) / 1000, rel=0.02)
+    quiet = summarize(steps([(0.0001, 0.020)] * 100), num_workers=8)
+    assert quiet.long_waits_per_1000_steps == 0.0 and quiet.data_wait_ms_max < 1.0

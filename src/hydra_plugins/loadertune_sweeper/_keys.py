@@ -115,6 +115,8 @@ class TrialFigures:
     samples_per_s: float | None = None
     other_cpu_percent: float | None = None
     steal_percent: float | None = None
+    data_wait_ms_p99: float | None = None  # the tail of the wait for a batch
+    long_waits_per_1000_steps: float | None = None  # steps that stalled for data
 
     def as_attrs(self) -> dict[str, Any]:
         """The user attrs to set: every figure that was measured."""

@@ -7,6 +7,12 @@ is bounded by what the CPUs can run when loading is CPU work (a worker waiting o
 CPU, so an I/O-bound pipeline may need more workers than cores), by the memory budget, and by
 the most workers the caller allows. The sweep guesses from its default trial, AutoLoader from
 its first steps.
+
+A heavy tail (an object store's rare cold miss: most batches quick, a few wait 100 ms or more)
+needs more: batches arrive in order, so while one batch's load takes its tail time the step
+runs only on the batches already loaded ahead of it, ``num_workers x prefetch_factor`` at
+most. Hiding a tail load ``T`` takes about ``T / (prefetch_factor x step)`` workers, however
+quick the mean load is; the guess is the larger of the two counts (bound ``tail``).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ class Bound(str, Enum):
     NEGLIGIBLE = "loading is negligible"
     HIDES_LOADING = "hides loading"
     CPUS = "cpus"
+    TAIL = "hides the tail"  # enough batches in flight to ride out the slowest loads
     MEMORY = "memory"
     SEARCH_SPACE = "search space"  # the top of the sweep's num_workers range
     MAX_WORKERS = "max_workers"  # AutoLoader's max_workers
@@ -42,6 +49,7 @@ class Guess:
     bound: Bound  # what set it
     ceiling: int = 0  # the most workers the CPU, memory and space bounds allow together
     step_cpu_cores: float = 0.0  # cores the training step kept busy
+    tail_load_ms_per_batch: float = 0.0  # the slow loads it must ride out (0: not known)
 
     @property
     def load_ms(self) -> float:
@@ -74,6 +82,8 @@ def guess(
     max_workers: int,
     step_cpu_cores: float = 0.0,
     capped_by: Bound = Bound.SEARCH_SPACE,
+    tail_load_ms_per_batch: float = 0.0,
+    prefetch_factor: int = 2,
 ) -> Guess:
     """Workers needed to hide loading behind the step, within CPU, memory and ``max_workers``.
 
@@ -83,6 +93,8 @@ def guess(
     all usable CPUs at best, that is a time per batch no number of workers can beat. No
     memory bound when ``memory_per_worker_mb`` is 0; ``capped_by`` names ``max_workers``.
     With ``batch_size`` 1 the predicted time per sample is the time per batch.
+    ``load_ms_per_batch`` is the mean load (what sets the rate); ``tail_load_ms_per_batch`` a
+    slow load (a high percentile) that ``prefetch_factor`` batches a worker must cover.
     """
     step = max(step_ms, 1e-3)
     cpus = max(usable_cpus, 1)
@@ -98,6 +110,10 @@ def guess(
         bound = Bound.CPUS if cpu_floor > step else Bound.HIDES_LOADING
         if bound == Bound.CPUS:
             ceiling = min(ceiling, workers)  # more workers only share the same CPUs
+        else:
+            in_flight = math.ceil(tail_load_ms_per_batch / (best * max(prefetch_factor, 1)))
+            if in_flight > workers:
+                workers, bound = in_flight, Bound.TAIL
     if memory_per_worker_mb > 0:
         memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
         ceiling = min(ceiling, memory_cap)
@@ -118,4 +134,5 @@ def guess(
         bound=bound,
         ceiling=max(ceiling, 1),
         step_cpu_cores=step_cpu_cores,
+        tail_load_ms_per_batch=tail_load_ms_per_batch,
     )

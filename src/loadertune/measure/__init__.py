@@ -56,6 +56,7 @@ __all__ = [
     "shown_as_fast",
     "shown_slower",
     "spread",
+    "steps_for_tail",
     "stream_sampler",
     "summarize",
     "too_short",
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
         MIN_STEPS,
         StopRule,
         rate_ci,
+        steps_for_tail,
         too_short,
     )
     from loadertune.measure._steady_state import stream_sampler, warmup_steps

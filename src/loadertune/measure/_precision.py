@@ -23,6 +23,7 @@ MIN_BLOCKS = 5  # fewer blocks than this: too few to judge the spread, keep timi
 MAX_BLOCKS = 10  # more cycles than blocks: cycles are grouped, blocks grow with the window
 MAX_STEPS_FACTOR = 3  # trial.max_steps when left null: this many times trial.steps
 MIN_STEPS = 2  # timed steps a window needs at least: fewer measure noise, not a rate
+TAIL_EVENTS = 10  # long waits a window should hold to judge a setting whose steps stall
 
 # Student's t, two-sided 95% (its 0.975 quantile), by degrees of freedom (blocks - 1).
 _T975 = {
@@ -41,6 +42,20 @@ def too_short(timed_steps: int, time_limit_s: float) -> str | None:
         f"{timed_steps} timed step(s), and a rate needs at least {MIN_STEPS}. Fix: raise "
         "trial.time_limit_s above the time of a few steps"
     )
+
+
+def steps_for_tail(long_waits_per_1000_steps: float, steps: int, max_steps: int) -> int:
+    """Timed steps a window needs to hold about :data:`TAIL_EVENTS` of the long waits a
+    setting showed (``long_waits_per_1000_steps``), between ``steps`` and ``max_steps``.
+
+    In-order batches wait for their slowest read: a setting that stalls now and then is as
+    fast as its stalls let it be, and a window too short to hold several of them times it by
+    luck (fast with none, slow with two). A setting that never stalled keeps ``steps``.
+    """
+    if not long_waits_per_1000_steps > 0:
+        return steps
+    need = math.ceil(TAIL_EVENTS * 1000.0 / long_waits_per_1000_steps)
+    return max(steps, min(max_steps, need))
 
 
 def t975(df: int) -> float:

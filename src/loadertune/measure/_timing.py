@@ -71,6 +71,12 @@ class TimingSummary:
     # steady): time_per_sample_ms = cycle_window_s * 1000 / cycle_samples.
     cycle_window_s: float = 0.0
     cycle_samples: int = 0
+    # The tail of the wait for a batch: in-order batches wait for their slowest read, so a
+    # rare stall shows here and in the rate, not in the median wait. A long wait is one
+    # longer than the step's median compute (and LONG_WAIT_MS at least): the step stalled.
+    data_wait_ms_p99: float = 0.0
+    data_wait_ms_max: float = 0.0
+    long_waits_per_1000_steps: float = 0.0
     # Cores the training process kept busy while it waited for batches (with 0 workers:
     # loading's CPU; near 0 when loading waits on I/O) and while it copied and stepped.
     wait_cpu_cores: float = 0.0
@@ -211,12 +217,26 @@ def summarize(records: Sequence[StepRecord], num_workers: int | None = None) -> 
         compute_ms_mean=float(np.mean([r.compute_s for r in records]) * 1000.0),
         cycle_window_s=cycle_s,
         cycle_samples=cycle_samples,
+        data_wait_ms_p99=float(np.percentile(wait_ms, 99)),
+        data_wait_ms_max=float(wait_ms.max()),
+        long_waits_per_1000_steps=1000.0 * long_waits(records) / len(records),
         wait_cpu_cores=_cores(sum(r.wait_cpu_s for r in records), sum(r.wait_s for r in records)),
         step_cpu_cores=_cores(
             sum(r.step_cpu_s for r in records),
             sum(r.copy_s + r.compute_s for r in records),
         ),
     )
+
+
+LONG_WAIT_MS = 1.0  # a wait for a batch below this is never a stall
+
+
+def long_waits(records: Sequence[StepRecord]) -> int:
+    """How many steps waited for their batch longer than the window's median compute
+    (copy and step; :data:`LONG_WAIT_MS` at least): stalls the training saw."""
+    compute_ms = float(np.median([r.copy_s + r.compute_s for r in records])) * 1000.0
+    limit_s = max(compute_ms, LONG_WAIT_MS) / 1000.0
+    return sum(r.wait_s > limit_s for r in records)
 
 
 def _cores(cpu_s: float, wall_s: float) -> float:

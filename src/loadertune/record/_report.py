@@ -119,7 +119,9 @@ def summary_rows(config: RunConfig, result: TrialResult) -> list[tuple[str, str]
         (
             "waiting for data",
             f"{s.data_wait_fraction:.0%} of the timed window "
-            f"(p50 {s.data_wait_ms_p50:.1f} ms a step)",
+            f"(p50 {s.data_wait_ms_p50:.1f}, p99 {s.data_wait_ms_p99:.1f}, max "
+            f"{s.data_wait_ms_max:.1f} ms a step; {s.long_waits_per_1000_steps:.0f} long waits "
+            "per 1000 steps)",
         ),
         ("copy / compute", f"{s.copy_ms_mean:.2f} / {s.compute_ms_mean:.1f} ms a step (mean)"),
         ("first batch", f"{result.first_batch_s:.2f} s (worker start-up, not timed)"),

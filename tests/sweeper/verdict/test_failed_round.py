@@ -10,13 +10,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from mlflow import MlflowClient
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
-from hydra_plugins.loadertune_sweeper._keys import TrialAttr
+from hydra_plugins.loadertune_sweeper._keys import TrialAttr, TrialFigures
 from hydra_plugins.loadertune_sweeper.record._verdict_record import log_verdict
 from hydra_plugins.loadertune_sweeper.trial._measure import failure_of
 from hydra_plugins.loadertune_sweeper.trial._trial_process import TrialOutcome
@@ -24,6 +25,7 @@ from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
 from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
 from hydra_plugins.loadertune_sweeper.verdict._race import run_rounds
 from hydra_plugins.loadertune_sweeper.verdict._rounds import Verdict, VerdictRun
+from loadertune.config._typed import TrialConfig
 from loadertune.decision import Confidence
 from loadertune.record import Reason
 from loadertune.record._result import TrialResult
@@ -65,8 +67,8 @@ def _verdict(fails: Fails, stopped: Callable[[], bool] = lambda: False) -> Any:
     log: list[str] = []
     notes: list[str] = []
     run = VerdictRun(
-        study=None,  # type: ignore[arg-type]  # _round needs neither study nor plan
-        plan=None,  # type: ignore[arg-type]
+        study=None,  # type: ignore[arg-type]  # _round needs no study, and only the window
+        plan=SimpleNamespace(base=SimpleNamespace(trial=TrialConfig())),  # type: ignore[arg-type]
         measure=_measure(fails, log),
         config_of=lambda _: None,  # type: ignore[arg-type, return-value]
         stopped=stopped,
@@ -172,3 +174,24 @@ def test_mlflow_names_the_setting_that_failed(tmp_path: Path) -> None:
     assert "recommended" not in failed.tags
     assert "verdict.failed" not in client.get_run(children[4]).data.tags
     assert client.get_run(children[4]).data.tags["recommended"] == "true"
+
+
+def test_a_setting_that_stalled_in_the_search_gets_rounds_long_enough_for_its_stalls() -> None:
+    run = VerdictRun(
+        study=None,  # type: ignore[arg-type]
+        plan=SimpleNamespace(base=SimpleNamespace(trial=TrialConfig())),  # type: ignore[arg-type]
+        measure=lambda o, n: TIMEOUT,
+        config_of=lambda _: None,  # type: ignore[arg-type, return-value]
+        stopped=lambda: False,
+        note=lambda _: None,
+        memory_budget_mb=8192.0,
+    )
+    stalled, steady, unmeasured = _cand(2, 2.0), _cand(8, 1.0), _cand(4, 1.5)
+    for c, per_1000 in ((stalled, 25.0), (steady, 0.0)):
+        kept = TrialFigures(3.0, 0, 0, 0, 40, 200.0, long_waits_per_1000_steps=per_1000)
+        for k, v in kept.as_attrs().items():
+            c.trial.set_user_attr(k, v)
+    # 10 stalls at 25 per 1000 steps would take 400 steps: trial.max_steps' 3 x 40 = 120.
+    assert run.round_window(stalled) == ["trial.precision=null", "trial.steps=120"]
+    assert run.round_window(steady) == ["trial.precision=null"]
+    assert run.round_window(unmeasured) == ["trial.precision=null"]

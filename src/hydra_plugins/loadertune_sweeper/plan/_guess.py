@@ -77,16 +77,16 @@ def from_default_trial(
     step's (``step_cpu_cores``), both measured per step with the process's CPU clock. Each
     worker holds the memory the pre-flight checks count
     (:func:`loadertune.checks._preflight.worker_mb`: its own and two batches in flight, PyTorch's
-    ``prefetch_factor``).
+    ``prefetch_factor``). The load is the mean wait (a median hides rare slow reads, which set
+    the rate as much as the quick ones); its p99 is the tail the workers in flight must cover.
     """
     if result is None or result.effective_loader.num_workers != 0:
         return None
     s = result.summary
-    load = (
-        s.data_wait_ms_p50 if s.data_wait_ms_p50 > 0 else s.data_wait_fraction * s.step_time_ms_p50
-    )
     return guess(
-        load_ms_per_batch=load,
+        load_ms_per_batch=s.data_wait_fraction * s.window_s * 1000.0 / max(s.steps, 1),
+        tail_load_ms_per_batch=s.data_wait_ms_p99,
+        prefetch_factor=DEFAULT_PREFETCH_FACTOR,
         step_ms=s.compute_ms_mean + s.copy_ms_mean,
         batch_size=int(result.effective_loader.batch_size or 1),
         cpu_share_of_loading=max(0.0, s.wait_cpu_cores),

@@ -205,6 +205,8 @@ def _keep_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
             samples_per_s=round(r.summary.samples_per_s, 1),
             other_cpu_percent=round(r.other_cpu_percent, 1),
             steal_percent=round(r.steal_percent, 1),
+            data_wait_ms_p99=round(r.summary.data_wait_ms_p99, 3),
+            long_waits_per_1000_steps=round(r.summary.long_waits_per_1000_steps, 1),
         )
     elif outcome.interference is not None:  # pruned: the sweep metered its timed steps
         figures = replace(

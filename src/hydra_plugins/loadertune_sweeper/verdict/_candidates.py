@@ -40,6 +40,8 @@ class Candidate:
     other_cpu_percent: list[float] = field(default_factory=list)
     steal_percent: list[float] = field(default_factory=list)
     first_batch_s: list[float] = field(default_factory=list)  # worker start-up, each repeat
+    wait_p99_ms: list[float] = field(default_factory=list)  # the tail of the wait, each repeat
+    long_waits: list[float] = field(default_factory=list)  # steps per 1000 that stalled
     bottleneck: str = ""
     why: str = ""
     left_after: int | None = None  # rounds after which it left the race

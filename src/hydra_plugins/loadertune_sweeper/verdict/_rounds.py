@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from loadertune._lazy import optuna
 from loadertune.loader import TUNED_FOR, effective_settings, loader_yaml, use_command
 from loadertune.machine import machine_info, usable_cpus
-from loadertune.measure import diagnose_result
+from loadertune.measure import MAX_STEPS_FACTOR, diagnose_result, steps_for_tail
 from loadertune.record import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from ..plan._sweep_plan import SweepPlan
 
 # A verdict round times exactly trial.steps steps: its precision comes from the repeats,
-# compared round by round, not from a longer window.
+# compared round by round, not from a longer window. A setting whose search trial stalled
+# for data gets the steps that hold its stalls (round_window).
 ROUND_WINDOW = ["trial.precision=null"]
 
 # Run the trial these overrides give, as job ``job_num``; if it measured nothing, why.
@@ -109,7 +110,7 @@ class VerdictRun:
                 return False
             overrides = [
                 *c.trial.user_attrs[TrialAttr.OVERRIDES],
-                *ROUND_WINDOW,
+                *self.round_window(c),
                 f"hydra.sweep.subdir=verdict/{round_}-{c.trial.number}",
             ]
             r = self.measure(overrides, c.trial.number)
@@ -122,6 +123,17 @@ class VerdictRun:
             self._keep(c, round_, r)
         return True
 
+    def round_window(self, c: Candidate) -> list[str]:
+        """The window of ``c``'s rounds: ``trial.steps`` steps, or as many as hold the long
+        waits its search trial showed (:func:`loadertune.measure.steps_for_tail`), up to
+        ``trial.max_steps``: every setting in a round is judged over its stalls alike."""
+        trial = self.plan.base.trial
+        figures = TrialFigures.of(c.trial.user_attrs)
+        per_1000 = (figures.long_waits_per_1000_steps or 0.0) if figures else 0.0
+        cap = trial.max_steps or MAX_STEPS_FACTOR * trial.steps
+        steps = steps_for_tail(per_1000, trial.steps, cap)
+        return ROUND_WINDOW + ([f"trial.steps={steps}"] if steps != trial.steps else [])
+
     def _keep(self, c: Candidate, round_: int, r: TrialResult) -> None:
         """One round's figures of ``c``."""
         c.values.append(r.objective)
@@ -132,6 +144,8 @@ class VerdictRun:
         c.other_cpu_percent.append(r.other_cpu_percent)
         c.steal_percent.append(r.steal_percent)
         c.first_batch_s.append(r.first_batch_s)
+        c.wait_p99_ms.append(r.summary.data_wait_ms_p99)
+        c.long_waits.append(r.summary.long_waits_per_1000_steps)
         d = diagnose_result(r, self.memory_budget_mb)
         c.bottleneck, c.why = d.label, d.sentence
 

@@ -39,14 +39,17 @@ def verdict_markdown(
     """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
     rows = [
         "| setting | num_workers | params | time per sample (median of repeats) | spread | "
-        "samples/s | memory MB | CPU % | other work, CPU % | bottleneck |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "samples/s | wait p99 ms | long waits per 1000 steps | memory MB | CPU % | "
+        "other work, CPU % | bottleneck |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in _ranked(cands):
         mark = " **recommended**" if c is rec.chosen else ""
         rows.append(
             f"| {c.name}{mark} | {c.workers} | {_params(c)} | {c.median:.4f} {unit} | "
             f"{c.spread:.1%} | {statistics.median(c.samples_per_s or [0]):,.0f} | "
+            f"{statistics.median(c.wait_p99_ms or [0]):.1f} | "
+            f"{statistics.median(c.long_waits or [0]):.0f} | "
             f"{statistics.median(c.memory_mb or [0]):,.0f} | "
             f"{statistics.median(c.cpu_percent or [0]):.0f} | "
             f"{statistics.median(c.other_cpu_percent or [0]):.0f} | {c.bottleneck} |"

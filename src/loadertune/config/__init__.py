@@ -57,6 +57,7 @@ __all__ = [
     "TrialConfig",
     "WebDatasetConfig",
     "applies",
+    "check_finite",
     "effective_key",
     "import_target",
     "in_flight",
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from loadertune.config._schema import structured
+    from loadertune.config._schema import check_finite, structured
     from loadertune.config._search_rules import (
         NEEDS_WORKERS,
         applies,

@@ -2,13 +2,16 @@
 
 OmegaConf's own errors are multi-line and say nothing of the fix; each kind (a missing value,
 a key the schema lacks, a value of the wrong type) is turned here into a :class:`ConfigError`
-that names the full key, the value, and what to write instead.
+that names the full key, the value, and what to write instead. A number that is not finite
+(``nan``, ``inf``, ``-inf``) is refused here too, for every numeric key of every schema: no
+later bound check can catch ``nan``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +32,7 @@ def structured(key: str, schema: type[Any], node: Any, comments: str | None = No
     """
     try:
         merged = OmegaConf.merge(_template(schema), node)  # type: ignore[arg-type]
-        return OmegaConf.to_object(merged)
+        typed = OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         sub = getattr(exc, "full_key", None) or ""
         full = f"{key}.{sub}" if sub else key
@@ -50,6 +53,32 @@ def structured(key: str, schema: type[Any], node: Any, comments: str | None = No
         if sub and value is None:
             value = _value_at(node, sub)
         raise ConfigError(full, value, problem, return_fix) from None
+    check_finite(key, typed, comments or f"conf/{key}/")
+    return typed
+
+
+def check_finite(key: str, value: Any, where: str) -> None:
+    """Refuse ``nan``, ``inf`` and ``-inf`` anywhere in ``value`` (a dataclass, a mapping, a
+    list, a number), naming the full key: every bound check (``> 0``, ``<= 1``) is False for
+    ``nan``, so one would pass them all, and an infinite limit is no limit.
+
+    Raises:
+        ConfigError: naming ``key`` and its sub-key, with the fix.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(
+            key, value, "is not a finite number",
+            f"give {key} a finite number (its range is in the comments in {where})",
+        )  # fmt: skip
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            check_finite(f"{key}.{f.name}", getattr(value, f.name), where)
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            check_finite(f"{key}.{name}", item, where)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_finite(f"{key}[{index}]", item, where)
 
 
 def _value_at(node: Any, sub: str) -> Any:

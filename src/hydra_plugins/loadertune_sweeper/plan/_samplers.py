@@ -29,6 +29,8 @@ from optuna.samplers import (
     GridSampler,
 )
 
+from loadertune.config import check_finite
+
 from ._search_space import continuous_keys, grid_search_space
 
 __all__ = ["create_pruner", "create_sampler"]
@@ -111,6 +113,7 @@ def _plain_options(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
         options = dict(cfg)
     if not isinstance(options.get("_target_"), str):
         raise ValueError(f"{key} needs a _target_ naming an Optuna class; got {cfg!r}.")
+    check_finite(key, options, "conf/config.yaml, under hydra.sweeper")  # as every schema's
     return options
 
 

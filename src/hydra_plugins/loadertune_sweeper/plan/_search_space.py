@@ -50,6 +50,8 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from loadertune.config import check_finite
+
 __all__ = [
     "continuous_keys",
     "distribution_from_override",
@@ -84,6 +86,7 @@ def distribution_from_override(override: Override) -> BaseDistribution:
             f"sweep it with {_SUPPORTED}."
         )
     sweep = override.value()
+    _check_finite_numbers(key, sweep)
     try:
         if isinstance(sweep, ChoiceSweep):
             return _from_choice(sweep)
@@ -219,6 +222,21 @@ def _check_tags(tags: set[str], *, log_allowed: bool = True) -> bool:
             "choice(...) or shuffle(...)."
         )
     return "log" in tags
+
+
+def _check_finite_numbers(key: str, sweep: Any) -> None:
+    """Refuse ``nan``, ``inf`` or ``-inf`` among a sweep's values or bounds, as every schema
+    refuses them for a fixed value (:func:`loadertune.config.check_finite`)."""
+    if isinstance(sweep, ChoiceSweep):
+        numbers = list(sweep.list)
+    elif isinstance(sweep, RangeSweep):
+        numbers = [sweep.start, sweep.stop, sweep.step]
+    elif isinstance(sweep, IntervalSweep):
+        numbers = [sweep.start, sweep.end]
+    else:
+        numbers = []
+    for number in numbers:
+        check_finite(key.lstrip("+"), number, f"conf/{key.lstrip('+').split('.')[0]}/")
 
 
 def _from_choice(sweep: ChoiceSweep) -> CategoricalDistribution:

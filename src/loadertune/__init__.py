@@ -3,6 +3,7 @@
 Public API, imported lazily so ``import loadertune`` stays cheap::
 
     from loadertune import AutoLoader, build_dataloader, to_device, run_trial, TrialResult
+    from loadertune import trainer_arguments  # Hugging Face Trainer's loader keys
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "prepare_autoloader",
     "run_trial",
     "to_device",
+    "trainer_arguments",
 ]
 __version__ = "0.1.0"
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from loadertune.autoloader import AutoLoader, prepare_autoloader
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
-    from loadertune.loader import build_dataloader, to_device
+    from loadertune.loader import build_dataloader, to_device, trainer_arguments
     from loadertune.record import TrialResult
     from loadertune.trial import run_trial
 

@@ -12,6 +12,8 @@ use of one of its names, so importing the package imports none of them):
   several ranks.
 - ``_step_loop``: the training loop a trial times: pull a batch, copy it to the device, step the
   model.
+- ``_trainer``: Hugging Face ``Trainer``'s loader from an exported file: the ``TrainingArguments``
+  keys that say it, and the refusal of what they cannot.
 - ``_workload``: what a trial runs, built once from its config: the dataset on its storage, the
   loader settings that take effect, the model step, and the loader over a stream that cannot run
   dry.
@@ -47,6 +49,7 @@ __all__ = [
     "synchronizer",
     "tensors_in",
     "to_device",
+    "trainer_arguments",
     "tuned_for",
     "use_command",
     "warn_if_unsharded",
@@ -76,6 +79,7 @@ if TYPE_CHECKING:
     )
     from loadertune.loader._sharding import RankCheckedDataLoader, warn_if_unsharded
     from loadertune.loader._step_loop import StepLoop, synchronizer
+    from loadertune.loader._trainer import trainer_arguments
     from loadertune.loader._workload import (
         Workload,
         build_loader,

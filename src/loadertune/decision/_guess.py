@@ -92,9 +92,8 @@ def guess(
     keeps busy (0 for an accelerator's step). Every batch costs the CPUs both; spread over
     all usable CPUs at best, that is a time per batch no number of workers can beat. No
     memory bound when ``memory_per_worker_mb`` is 0; ``capped_by`` names ``max_workers``.
-    With ``batch_size`` 1 the predicted time per sample is the time per batch.
-    ``load_ms_per_batch`` is the mean load (what sets the rate); ``tail_load_ms_per_batch`` a
-    slow load (a high percentile) that ``prefetch_factor`` batches a worker must cover.
+    ``load_ms_per_batch`` is the mean load (it sets the rate), ``tail_load_ms_per_batch`` a
+    slow one (a high percentile) that ``prefetch_factor`` batches a worker must cover.
     """
     step = max(step_ms, 1e-3)
     cpus = max(usable_cpus, 1)
@@ -104,16 +103,11 @@ def guess(
     if load_ms_per_batch <= NEAR * step:
         workers, bound = 0, Bound.NEGLIGIBLE
     else:
-        # The fewest workers that bring a batch within NEAR of the best reachable: the last
-        # few percent cost a whole worker each and are below what a repeat can tell apart.
-        workers = max(1, math.ceil(load_ms_per_batch / (best * (1 + NEAR))))
-        bound = Bound.CPUS if cpu_floor > step else Bound.HIDES_LOADING
-        if bound == Bound.CPUS:
-            ceiling = min(ceiling, workers)  # more workers only share the same CPUs
-        else:
-            in_flight = math.ceil(tail_load_ms_per_batch / (best * max(prefetch_factor, 1)))
-            if in_flight > workers:
-                workers, bound = in_flight, Bound.TAIL
+        cpus_bound = cpu_floor > step  # more workers, or deeper look-ahead, share the same CPUs
+        tail = 0.0 if cpus_bound else tail_load_ms_per_batch
+        workers, bound = _hiding(load_ms_per_batch, tail, best, prefetch_factor)
+        if cpus_bound:
+            bound, ceiling = Bound.CPUS, min(ceiling, workers)
     if memory_per_worker_mb > 0:
         memory_cap = max(1, int(memory_budget_mb // memory_per_worker_mb))
         ceiling = min(ceiling, memory_cap)
@@ -136,3 +130,14 @@ def guess(
         step_cpu_cores=step_cpu_cores,
         tail_load_ms_per_batch=tail_load_ms_per_batch,
     )
+
+
+def _hiding(
+    load_ms: float, tail_ms: float, best_ms: float, prefetch_factor: int
+) -> tuple[int, Bound]:
+    """The fewest workers that bring a batch within NEAR of the best reachable (the last few
+    percent cost a whole worker each and are below what a repeat can tell apart), or, when
+    more, the workers whose batches in flight ride out a tail load (bound ``TAIL``)."""
+    workers = max(1, math.ceil(load_ms / (best_ms * (1 + NEAR))))
+    in_flight = math.ceil(tail_ms / (best_ms * max(prefetch_factor, 1)))
+    return (in_flight, Bound.TAIL) if in_flight > workers else (workers, Bound.HIDES_LOADING)

@@ -19,6 +19,12 @@ from typing import Any
 
 from loadertune._lazy import torch_data
 
+COLLATE_MODULE = "torch.utils.data._utils.collate"
+"""Where PyTorch defines ``default_collate`` and ``default_convert`` (their ``__module__``).
+
+The trust rule judges a callable by where it is defined, and PyTorch's public
+``torch.utils.data`` only re-exports these two from this private module."""
+
 
 def persistent_iterator(loader: Any) -> Any:
     """The iterator a ``persistent_workers`` loader keeps between epochs, or None.

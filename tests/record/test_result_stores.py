@@ -47,3 +47,37 @@ def test_a_full_disk_is_told_from_a_full_dev_shm(text: str, full: bool) -> None:
     from loadertune.record._result_stores import says_disk_full
 
     assert says_disk_full(text) is full
+
+
+def test_a_full_disk_is_found_down_the_chain_of_causes() -> None:
+    """Optuna's storage error says only that a commit failed; SQLite's, two causes down, says
+    the disk is full."""
+    import sqlite3
+
+    import optuna
+    import sqlalchemy
+
+    from loadertune.record import is_disk_full
+
+    def raised() -> BaseException:
+        try:
+            try:
+                try:
+                    raise sqlite3.OperationalError("database or disk is full")
+                except sqlite3.Error as e:
+                    raise sqlalchemy.exc.OperationalError("COMMIT", {}, e) from e
+            except sqlalchemy.exc.SQLAlchemyError as e:
+                raise optuna.exceptions.StorageInternalError("An exception is raised") from e
+        except optuna.exceptions.StorageInternalError as e:
+            return e
+        raise AssertionError("unreachable")
+
+    assert is_disk_full(raised())
+    assert not is_disk_full(optuna.exceptions.StorageInternalError("An exception is raised"))
+
+
+def test_a_disk_with_room_does_not_make_an_error_a_full_disk(tmp_path: Path) -> None:
+    from loadertune.record import is_disk_full
+
+    assert not is_disk_full(OSError(5, "disk I/O error"), tmp_path)
+    assert is_disk_full(OSError(28, "No space left on device"), tmp_path)

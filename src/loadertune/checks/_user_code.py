@@ -30,6 +30,7 @@ from typing import Any
 
 from loadertune import datasets, models
 from loadertune._lazy import torch, torch_data
+from loadertune._torch_private import COLLATE_MODULE
 from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig, resolve
 from loadertune.errors import ConfigError
 from loadertune.storage import StorageSession
@@ -49,7 +50,7 @@ PyTorch's collates (:data:`TRUSTED_CALLABLES`); an iterable of prefixes (``"tran
 ``"mypkg.collate.pad"``), those too."""
 
 TRUSTED_CALLABLES = frozenset(
-    f"torch.utils.data._utils.collate.{name}" for name in ("default_collate", "default_convert")
+    f"{COLLATE_MODULE}.{name}" for name in ("default_collate", "default_convert")
 )
 """Installed code a config may name without being trusted, by where it is defined: PyTorch's
 collates. Not the rest of ``torch``, whose helpers reach a shell
@@ -60,7 +61,7 @@ TRUSTED_PATHS = frozenset(
     for module in (
         "torch.utils.data",
         "torch.utils.data.dataloader",
-        "torch.utils.data._utils.collate",
+        COLLATE_MODULE,
     )
     for name in ("default_collate", "default_convert")
 )

@@ -185,11 +185,26 @@ def describe_os_error(exc: OSError, path: Path, key: str = "paths.output_root") 
     return f"{key}={path}: {exc.strerror or exc}. Fix: check the path and its disk"
 
 
-def is_disk_full(exc: BaseException) -> bool:
-    """A write failed for want of space: the OS said so, or SQLite did."""
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return says_disk_full(str(exc))
+def is_disk_full(exc: BaseException, folder: str | Path | None = None) -> bool:
+    """A write failed for want of space: the OS or SQLite said so anywhere in the chain of
+    causes (Optuna's storage error wraps SQLAlchemy's, which wraps SQLite's), or ``folder``'s
+    disk has no room left (SQLite may say only "disk I/O error" when its journal cannot grow)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if says_disk_full(str(seen)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return folder is not None and _no_room(Path(folder))
+
+
+def _no_room(folder: Path) -> bool:
+    """Under a megabyte free on ``folder``'s disk: no store's next write fits."""
+    try:
+        return shutil.disk_usage(folder).free < 2**20
+    except OSError:
+        return False
 
 
 def says_disk_full(text: str) -> bool:

@@ -125,10 +125,11 @@ class SweepEngine:
         except KeyboardInterrupt as exc:  # Ctrl-C while waiting for the lock: nothing ran
             ending = status_of(exc)
         except Exception as exc:  # a full disk, a failed study database: one line; what was
-            if is_disk_full(exc):  # recorded stays
-                out = plan.base.paths.output_root
-                fail(describe_os_error(OSError(errno.ENOSPC, str(exc)), Path(out)), INFRA)
-            if (line := store_failure(plan.storage, exc)) is not None:
+            out = Path(plan.base.paths.output_root)
+            line = store_failure(plan.storage, exc)
+            if is_disk_full(exc, out if line or isinstance(exc, OSError) else None):
+                fail(describe_os_error(OSError(errno.ENOSPC, str(exc)), out), INFRA)
+            if line is not None:  # recorded stays
                 fail(line, INFRA)
             raise
         if ending != ExitStatus.OK:

@@ -4,6 +4,7 @@ Public API, imported lazily so ``import loadertune`` stays cheap::
 
     from loadertune import AutoLoader, build_dataloader, to_device, run_trial, TrialResult
     from loadertune import trainer_arguments  # Hugging Face Trainer's loader keys
+    from loadertune import AutoLoaderTrainer  # a Trainer whose loader tunes itself
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from loadertune._lazy import lazy_package
 
 __all__ = [
     "AutoLoader",
+    "AutoLoaderTrainer",
     "ConfigError",
     "LoaderConfig",
     "TrialResult",
@@ -27,6 +29,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from loadertune.autoloader import AutoLoader, prepare_autoloader
+    from loadertune.autoloader._trainer import AutoLoaderTrainer
     from loadertune.config import LoaderConfig
     from loadertune.errors import ConfigError
     from loadertune.loader import build_dataloader, to_device, trainer_arguments

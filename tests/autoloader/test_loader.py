@@ -178,6 +178,27 @@ def test_resume_settled_loader_keeps_settings_without_probing() -> None:
     assert len(second._tuner.measures) == len(first._tuner.measures)  # no new probe
 
 
+def test_skip_batches_starts_the_next_epoch_after_its_first_batches_through_switches() -> None:
+    """A framework's resume (Trainer's count of trained batches): the next epoch, drawn as
+    always, starts at its fourth batch while the probes switch; the epoch after is whole."""
+
+    def make() -> AutoLoader:
+        return AutoLoader(
+            Numbers(40), batch_size=4, shuffle=True, generator=seeded(3), tune_steps=8,
+            candidates=[W0, W1], probe_timeout_s=5,
+        )  # fmt: skip
+
+    whole = epochs(make(), 2)
+    resumed = make()
+    resumed.skip_batches(3)
+    after = epochs(resumed, 2)
+    assert after[0] == whole[0][3:]
+    assert after[1] == whole[1]
+    assert resumed.state_dict()["_num_yielded"] == 10
+    with pytest.raises(ValueError, match="a count of batches"):
+        resumed.skip_batches(-1)
+
+
 def test_resume_with_another_order_is_refused() -> None:
     ds = Numbers(40)
     first = AutoLoader(ds, batch_size=4, shuffle=True, generator=seeded(1), tune_steps=0)

@@ -308,14 +308,32 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
         """Resume where ``state`` was taken: no tuning again, no sample repeated or skipped."""
 
         check_version(state, STATE_VERSION)
-        d = self._tuning()
         self._plan.restore(state["plan"])
+        self.load_tuning(state)
+        self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
+
+    def load_tuning(self, state: dict[str, Any]) -> None:
+        """Take back ``state``'s tuning (the settled setting, or the probes so far), not its
+        place in the epoch: for a framework that resumes the place itself by counting its
+        steps (Trainer, :class:`~loadertune.AutoLoaderTrainer`; then :meth:`skip_batches`).
+        A settled state means no tuning again."""
+        check_version(state, STATE_VERSION)
+        d = self._tuning()
         d.tuner.restore(state["tuner"])
         if state["settled"] is not None:
             cpus = usable_cpus()  # the node's, as at settling
             decision = decide(d.tuner, cpus) if d.tuner.measures else None
             d.resume_settled(Setting(**state["settled"]), decision)
-        self._resume = self._plan.epoch >= 0 and not state["_iterator_finished"]
+
+    def skip_batches(self, batches: int) -> None:
+        """Start the next epoch after its first ``batches`` batches, as delivered before a
+        checkpoint: a framework resuming mid-epoch by its count of trained batches (Trainer's
+        ``get_resumed_dataloader``) skips them without reading them. The epoch's order is
+        drawn as always, and AutoLoader delivers in that order, so those are the ones the
+        interrupted run delivered; each sample is still delivered once that epoch."""
+        if isinstance(batches, bool) or not isinstance(batches, int) or batches < 0:
+            raise ValueError(f"skip_batches({batches!r}): a count of batches, 0 or more")
+        self._plan.skip_next = batches
 
 
 def _alive(ref: weakref.ReferenceType[AutoLoader]) -> AutoLoader:

@@ -35,9 +35,12 @@ class IndexPlan:
         self._rng: torch.Tensor | None = None
         self._sampler_epoch: int | None = None  # a DistributedSampler's epoch at the draw
         self._starts = 0  # loaders started in this epoch, each with workers seeded anew
+        self.skip_next = 0  # batches the next epoch starts after (a framework's resume)
 
     def begin_epoch(self) -> None:
-        """Draw the next epoch's order (a DataLoader's draws, in its order)."""
+        """Draw the next epoch's order (a DataLoader's draws, in its order), its first
+        ``skip_next`` batches counted as delivered: batches are delivered in the epoch's
+        order (a closed loader's go back to the front), so they are the first ones."""
         self.epoch += 1
         self.base_seed = int(
             torch.empty((), dtype=torch.int64).random_(generator=self._generator).item()
@@ -45,6 +48,9 @@ class IndexPlan:
         self._rng = self._rng_state()
         self._sampler_epoch = getattr(self._epoch_sampler(), "epoch", None)
         self._set_batches([list(b) for b in self._sampler])
+        skip, self.skip_next = min(self.skip_next, len(self.batches)), 0
+        for _ in range(skip):
+            self.deliver(self.pending.popleft())
 
     def worker_seeds(self) -> torch.Generator:
         """The generator a loader started now seeds its workers from: the k-th start in the

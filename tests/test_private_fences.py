@@ -176,3 +176,20 @@ def test_the_scan_finds_a_private_use(code: str) -> None:
 )
 def test_the_scan_leaves_public_and_own_names(code: str) -> None:
     assert private_uses(ast.parse(code), _fenced()) == []
+
+
+def test_shutting_workers_down_waits_for_the_index_queues_feeder_threads() -> None:
+    """PyTorch's shutdown leaves each index queue's feeder thread ending a moment later (a
+    fork then can hang the new worker in CPython's after-fork code); the fence's shutdown
+    returns only once they have ended."""
+    from torch.utils.data import DataLoader
+
+    from loadertune import _torch_private
+
+    it = iter(DataLoader(list(range(64)), batch_size=4, num_workers=2))
+    for _ in range(3):
+        next(it)
+    feeders = [q._thread for q in it._index_queues]  # type: ignore[attr-defined]
+    assert all(f is not None and f.is_alive() for f in feeders)
+    _torch_private.shutdown_workers(it)
+    assert not any(f.is_alive() for f in feeders)

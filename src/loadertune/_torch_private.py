@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import threading
+import time
 import warnings
 from typing import Any
 
@@ -60,6 +62,29 @@ def shutdown_workers(it: Any) -> None:
     shutdown = getattr(it, "_shutdown_workers", None)
     if shutdown is not None:
         shutdown()
+        join_index_feeders(it)
+
+
+FEEDER_JOIN_S = 1.0
+"""Longest wait, all queues together, for the feeder threads of a shut-down iterator."""
+
+
+def join_index_feeders(it: Any, timeout_s: float = FEEDER_JOIN_S) -> None:
+    """Wait for the threads that fed the iterator's index queues to end.
+
+    ``_index_queues`` (PyTorch) and each ``multiprocessing.Queue``'s ``_thread``: PyTorch
+    closes the queues with ``cancel_join_thread``, so their feeder threads end on their own
+    a moment later. A fork in that moment (the next loader's workers) can leave the new
+    worker stuck for ever in CPython 3.11's after-fork code, waiting on the interpreter's
+    thread-list lock the ending thread held (seen: a 2-rank Lightning run under load whose
+    worker never started). Joining them first closes that window; a feeder blocked on a
+    dead worker's full pipe is waited for at most ``timeout_s`` in all.
+    """
+    deadline = time.monotonic() + timeout_s
+    for queue in getattr(it, "_index_queues", []):
+        feeder = getattr(queue, "_thread", None)
+        if feeder is not None and feeder is not threading.current_thread():
+            feeder.join(max(0.0, deadline - time.monotonic()))
 
 
 def set_timeout(it: Any, timeout_s: float) -> None:

@@ -47,7 +47,7 @@ from ..trial._outcome import Answer, answer_trial, tell_and_record
 from ..verdict._rounds import VerdictRun
 from ._halt import INFRA, check_stores, fail, show_first_error
 from ._next import NextTrial, search_window, unused_window_keys
-from ._repair import queue_baselines, resumed
+from ._repair import close_dead_sweeps, queue_baselines, resumed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -327,6 +327,7 @@ class SweepEngine:
         if study_failed:
             session.recorder.abort(status)
             return
+        close_dead_sweeps(session.recorder, study.study_name, session.view.note)
         try:
             results = results_yaml(study, plan.storage, session.recorder.recommended)
         except Exception:  # the study cannot be read back (its store failed): no results

@@ -30,12 +30,17 @@ from ..record._mlflow_runs import MLFLOW_STATUS, child_tags
 from ..study._storage import OUT_OF_RANGE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mlflow import MlflowClient
     from optuna.trial import FrozenTrial
 
     from ..record._mlflow_runs import SweepRecorder
 
 CLOSED_WHY = "closed when the study was next started: the sweep process that owned it had died"
+CLOSED_AT_END_WHY = (
+    "closed by another sweep of the study when it ended: the sweep process that owned it had died"
+)
 RECOVERED_WHY = (
     "added when the study was next started, from Optuna's record: MLflow could not take the "
     "trial when it ended (the tracking server was gone); figures are those Optuna kept"
@@ -43,7 +48,12 @@ RECOVERED_WHY = (
 
 
 def close_dead_runs(
-    client: MlflowClient, experiment_id: str, study_name: str, own_run: str | None, locked: bool
+    client: MlflowClient,
+    experiment_id: str,
+    study_name: str,
+    own_run: str | None,
+    locked: bool,
+    why: str = CLOSED_WHY,
 ) -> list[str]:
     """End (KILLED) the dead sweeps' RUNNING parent and child runs of ``study_name``; their ids."""
     running = client.search_runs(
@@ -61,7 +71,7 @@ def close_dead_runs(
         parent = run.data.tags.get(Tag.PARENT)
         orphan = parent is not None and parent != own_run and _ended(client, parent, dead)
         if run_id in dead or (run.data.tags.get(Tag.KIND) == RunKind.TRIAL and orphan):
-            client.set_tag(run_id, Tag.CLOSED, CLOSED_WHY)
+            client.set_tag(run_id, Tag.CLOSED, why)
             client.set_terminated(run_id, "KILLED")
             closed.append(run_id)
     return closed
@@ -186,3 +196,24 @@ def resumed(
                 f"gone when they ended): {', '.join(map(str, added))}"
             )
     return lines
+
+
+def close_dead_sweeps(
+    recorder: SweepRecorder, study_name: str, note: Callable[[str], None]
+) -> None:
+    """At a sweep's end, end (KILLED) the MLflow runs of this host's sweeps of the study that
+    died while it ran, as the next start would: one killed between two trials left no trial
+    RUNNING for this sweep to fail, so nothing else ends its parent run. Only runs whose
+    sweep process is gone; MLflow failing here loses nothing (the next start closes them)."""
+    if not recorder.enabled or recorder.lost:
+        return
+    try:
+        closed = close_dead_runs(
+            recorder.client, recorder.experiment_id, study_name, recorder.parent_id,
+            locked=False, why=CLOSED_AT_END_WHY,
+        )  # fmt: skip
+    except Exception as exc:  # the results are still written
+        note(f"could not close the MLflow runs of sweeps that died meanwhile: {exc}")
+        return
+    if closed:
+        note(f"closed {len(closed)} MLflow run(s) of a sweep that died meanwhile")

@@ -23,9 +23,10 @@ range, the grid covers the widened range too, so the study's pick is one of its 
 has a grid of its own, chosen apart from any study (``_common.GRIDS``: 0 to 48 workers at
 PyTorch's prefetch factor); the study's pick, if not a grid point, is re-measured beside the
 grid's best all the same; so does ``stalls`` (object-store reads of 0.5 ms, one in forty
-stalled 120 ms, batch 32, a 20 ms step: 0 to 32 workers at prefetch 2 and 4). ``--studies N`` runs N default studies of each workload against
-one grid, and ends with the median of their side-by-side fractions; each row also gives the
-workers the grid needs (its fewest within 5% of its best) against the pick's.
+stalled 120 ms, batch 32, a 20 ms step: 0 to 32 workers at prefetch 2 and 4). ``--studies N``
+runs N default studies of each workload against one grid, and ends with the median of their
+side-by-side fractions; each row also gives the workers the grid needs (its fewest within 5%
+of its best) against the pick's.
 
     .venv/bin/python benchmarks/sweep_cost.py [--workloads compute,cpu,io,object_store,stalls]
         [--repeats 3] [--studies 1] [--no-grid] [override ...]

@@ -101,6 +101,8 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
         sys.exit(status_of(exc))
     except TrialFailure as exc:  # a guard stopped it, or a rank failed: its text, one line
         first, *printed = exc.message.splitlines()
+        if exc.reason == Reason.INTERNAL_ERROR and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__, file=sys.stderr)  # for the report
         if printed:
             print("\n".join(printed), file=sys.stderr)
         print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
@@ -119,17 +121,22 @@ def _report_raised(exc: Exception) -> NoReturn:
     text = "".join(traceback.format_exception(exc))
     reason = classify(type(exc).__name__, text)
     shown = traceback.TracebackException.from_exception(exc)
-    shown.stack = traceback.StackSummary.from_list(
-        [f for f in shown.stack if not _ours(f.filename)]
-    )
+    if reason != Reason.INTERNAL_ERROR:  # loadertune's own bug: its frames are the report
+        shown.stack = traceback.StackSummary.from_list(
+            [f for f in shown.stack if not _ours(f.filename)]
+        )
     print("".join(shown.format()).rstrip(), file=sys.stderr)
     last = text.strip().splitlines()[-1]  # a worker's original error is the innermost
     said = last.partition(": ")[2] or last
-    fix = (
-        "; a bug in the user's code, whatever the loader settings: fix it and run again"
-        if reason in USER_BUGS
-        else f"; {REASONS[reason]}"
-    )
+    if reason in USER_BUGS:
+        fix = "; a bug in the user's code, whatever the loader settings: fix it and run again"
+    elif reason == Reason.INTERNAL_ERROR:
+        fix = (
+            "; a bug in loadertune, not in the dataset or the step: please report it with "
+            "the traceback above"
+        )
+    else:
+        fix = f"; {REASONS[reason]}"
     print(
         f"loadertune: error: trial failed ({reason}): {error_signature(text)}: {said}{fix}",
         file=sys.stderr,

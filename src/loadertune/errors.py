@@ -26,6 +26,9 @@ class ExitStatus(IntEnum):
     recurring, or the single trial raised it. Fix it first."""
     INFRASTRUCTURE = 5
     """A store or the disk failed: tracking server unreachable, disk full, read-only path."""
+    INTERNAL = 70
+    """A bug in loadertune itself (``EX_SOFTWARE``), not in the dataset, the step or a
+    setting: the traceback is printed whole, to be reported."""
     BUSY = 75
     """Another timing process holds this host (``EX_TEMPFAIL``: try again later)."""
     INTERRUPTED = 130

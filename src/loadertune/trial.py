@@ -42,7 +42,7 @@ from loadertune.measure import (
     summarize,
     warmup_steps,
 )
-from loadertune.models import split_batch
+from loadertune.models import samples_in
 from loadertune.record import TrialResult
 from loadertune.storage import open_storage
 
@@ -139,7 +139,7 @@ def _measure(
     loader = build_loader(tc, workload, warmup, rule.max_steps)
     with TreeSampler(tc.sample_hz) as sampler:
         loop = StepLoop(
-            loader, workload.device, eff.non_blocking, workload.step_fn, copies, split_batch
+            loader, workload.device, eff.non_blocking, workload.step_fn, copies, samples_in
         )
         measure_start = time.perf_counter()
         first_batch_s = loop.first_batch()

@@ -13,7 +13,7 @@ from loadertune.errors import ExitStatus
 from loadertune.loader._step_loop import StepLoop
 from loadertune.measure._accelerator import HostCopyTimer
 from loadertune.measure._timing import StepTimer
-from loadertune.models._batch import split_batch
+from loadertune.models._batch import samples_in
 from loadertune.record._failures import REASONS, USER_BUGS, Reason, StepError, classify
 from tests._cli import run_cli
 from tests._sweeps import finished
@@ -37,7 +37,7 @@ def _raise_in_step(err: BaseException) -> StepError:
         raise err
 
     loop = StepLoop([torch.zeros(2, 3)], torch.device("cpu"), False, step,
-                    HostCopyTimer(lambda: None), split_batch)  # fmt: skip
+                    HostCopyTimer(lambda: None), samples_in)  # fmt: skip
     with pytest.raises(StepError) as caught:
         loop.step(StepTimer())
     assert caught.value.__cause__ is err

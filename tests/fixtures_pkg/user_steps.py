@@ -43,3 +43,41 @@ def step_that_raises() -> Any:
         raise ZeroDivisionError("loss scale went to zero")
 
     return step
+
+
+def no_samples(items: list[Any]) -> torch.Tensor:
+    """A collate that makes a batch of no rows, whatever it is given."""
+    return torch.empty(0, 16)
+
+
+_CALLS = [0]
+
+
+def no_samples_later(items: list[Any]) -> Any:
+    """A collate whose first batches are good and whose later ones hold no samples."""
+    _CALLS[0] += 1
+    return [] if _CALLS[0] > 3 else torch.stack([item[0] for item in items])
+
+
+def step_into_loadertune_fault() -> Any:
+    """A factory whose step reaches an error raised inside loadertune's own code (its timing
+    summary of an empty window), as a bug in loadertune would."""
+    from loadertune.measure._timing import summarize
+
+    def step(batch: Any) -> None:
+        summarize([])
+
+    return step
+
+
+class IntoLoadertune(torch.utils.data.Dataset[torch.Tensor]):
+    """A dataset whose items reach an error raised inside loadertune's own code."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        from loadertune.measure._timing import summarize
+
+        summarize([])
+        return torch.zeros(2)

@@ -165,7 +165,7 @@ def test_a_worker_killed_unseen_by_pytorchs_sigchld_handler_is_still_out_of_memo
         False,
         lambda batch: None,
         copy_timer(device, synchronizer(device)),
-        lambda batch: (batch, None),
+        lambda batch, collate: 1,
     )
     loop.first_batch()
     _torch_private.unwatch_workers(loop._it)

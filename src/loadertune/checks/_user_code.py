@@ -31,7 +31,14 @@ from typing import Any
 from loadertune import datasets, models
 from loadertune._lazy import torch, torch_data
 from loadertune._torch_private import COLLATE_MODULE
-from loadertune.config import CustomModelConfig, LoaderConfig, RunConfig, StorageConfig, resolve
+from loadertune.config import (
+    CustomModelConfig,
+    LoaderConfig,
+    RunConfig,
+    SimulatedModelConfig,
+    StorageConfig,
+    resolve,
+)
 from loadertune.errors import ConfigError
 from loadertune.storage import StorageSession
 
@@ -259,9 +266,27 @@ def check_user_code(config: RunConfig) -> None:
             _check_pickles(key, paths[key], found, method)
     if loader.collate_fn is not None or isinstance(model, CustomModelConfig):
         batch = sample_batch(config, named.get("loader.collate_fn"))
+        models.samples_in(batch, loader.collate_fn)
+        _check_network_inputs(model, batch, loader.collate_fn)
         if isinstance(model, CustomModelConfig):
             models.build_user_step(model, torch.device("cpu"), batch)
     _CHECKED.add(fingerprint)
+
+
+def _check_network_inputs(model: Any, batch: Any, collate: str | None) -> None:
+    """A built-in network takes a tensor of inputs: the batch's first part, refused here
+    naming the collate that made it (deep in a forward pass, it would read as a bug)."""
+    if isinstance(model, CustomModelConfig | SimulatedModelConfig):
+        return  # the user's step takes what it takes; a sleep takes anything
+    inputs, _ = models.split_batch(batch)
+    if not isinstance(inputs, torch.Tensor):
+        raise ConfigError(
+            "loader.collate_fn",
+            collate,
+            f"makes batches whose inputs are a {type(inputs).__name__}, and model={model.name} "
+            "takes a tensor",
+            "return a tensor, or an (inputs, targets) pair or a dict whose first value is one",
+        )
 
 
 def _start_method(loader: LoaderConfig) -> str | None:

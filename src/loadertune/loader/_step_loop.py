@@ -11,7 +11,7 @@ from loadertune._lazy import torch
 from loadertune.errors import ConfigError
 from loadertune.loader._build import tensors_in, to_device
 from loadertune.measure import HostCopyTimer, StepRecord, StepTimer
-from loadertune.record import REASONS, StepError, TrialFailure, worker_death
+from loadertune.record import REASONS, TrialFailure, step_failure, worker_death
 
 
 def synchronizer(device: Any) -> Callable[[], None]:
@@ -28,6 +28,13 @@ def _dead_worker(it: Any, err: RuntimeError) -> TrialFailure | None:
     if reason is None:
         return None
     return TrialFailure(reason, f"{REASONS[reason]}: {err}")
+
+
+def _dotted(collate: Any) -> str | None:
+    """The collate's dotted path, as ``loader.collate_fn`` names it; None for PyTorch's."""
+    if collate is None or collate is torch.utils.data.default_collate:
+        return None
+    return f"{getattr(collate, '__module__', '?')}.{getattr(collate, '__qualname__', collate)}"
 
 
 def step_name(step_fn: Callable[[Any], None]) -> str:
@@ -54,7 +61,7 @@ class StepLoop:
         non_blocking: bool,
         step_fn: Callable[[Any], None],
         copies: HostCopyTimer,
-        split: Callable[[Any], tuple[Any, Any]],
+        count: Callable[[Any, str | None], int],
     ) -> None:
         self.loader = loader
         self.device = device
@@ -62,7 +69,8 @@ class StepLoop:
         self.step_fn = step_fn
         self.copies = copies
         self.sync = copies.sync
-        self.split = split
+        self.count = count  # a batch's samples, or a ConfigError naming the collate
+        self.collate = _dotted(getattr(loader, "collate_fn", None))
         self.epochs = 0
         self.reopened = 0  # passes opened inside the timed window (see ``discard``)
         self._it: Any = None
@@ -122,10 +130,9 @@ class StepLoop:
         except (ConfigError, TrialFailure):  # a factory refused, a guard: already named
             raise
         except Exception as err:  # the user's model or step, not the dataset
-            raise StepError(step_name(self.step_fn), err) from err
+            raise step_failure(step_name(self.step_fn), err) from err
         self.sync()
-        inputs, _ = self.split(batch)
-        return self.copies.finish(timer, timer.stepped(len(inputs)))
+        return self.copies.finish(timer, timer.stepped(self.count(batch, self.collate)))
 
     def discard(self, timer: StepTimer) -> None:
         """Take the timer's last step out of the window: it met the end of an iterable's pass

@@ -40,12 +40,13 @@ __all__ = [
     "mlp",
     "next_token_loss",
     "resnet18",
+    "samples_in",
     "small_cnn",
     "split_batch",
 ]
 
 if TYPE_CHECKING:
-    from loadertune.models._batch import split_batch
+    from loadertune.models._batch import samples_in, split_batch
     from loadertune.models._build import TrainStep, build_train_step
     from loadertune.models._checks import check_model, check_workload
     from loadertune.models._custom import LazyUserStep, ModuleStep, build_user_step

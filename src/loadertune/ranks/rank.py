@@ -44,7 +44,7 @@ from loadertune.measure import (
     copy_timer,
     warmup_steps,
 )
-from loadertune.models import split_batch
+from loadertune.models import samples_in
 from loadertune.ranks.board import Board, StepForwarder
 from loadertune.ranks.node import RankReport
 from loadertune.ranks.pacing import distribute
@@ -236,7 +236,7 @@ def _measure(
     sampler = TreeSampler(tc.sample_hz, link.trial_pid) if link.rank == 0 else None
     with sampler or contextlib.nullcontext():
         step = workload.step_fn
-        loop = StepLoop(loader, link.device, eff.non_blocking, step, copies, split_batch)
+        loop = StepLoop(loader, link.device, eff.non_blocking, step, copies, samples_in)
         measure_start = time.perf_counter()
         link.beat()
         first_batch_s = loop.first_batch(_BeatTimer(link.beat))

@@ -27,6 +27,7 @@ from loadertune._lazy import lazy_package
 __all__ = [
     "INFEASIBLE",
     "REASONS",
+    "RECURRING",
     "SERIES",
     "USER_BUGS",
     "InfeasibleSetting",
@@ -57,6 +58,7 @@ __all__ = [
     "print_summary",
     "says_disk_full",
     "sqlite_file",
+    "step_failure",
     "step_progress",
     "step_series",
     "summary_metrics",
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
     from loadertune.record._failures import (
         INFEASIBLE,
         REASONS,
+        RECURRING,
         USER_BUGS,
         InfeasibleSetting,
         Reason,
@@ -83,6 +86,7 @@ if TYPE_CHECKING:
         classify_exit,
         error_signature,
         failed_status,
+        step_failure,
         worker_death,
     )
     from loadertune.record._mlflow_store import open_store, sqlite_file

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import signal
+import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -43,6 +44,7 @@ class Reason(str, Enum):
     INTERRUPTED = "interrupted"
     TRIAL_CRASHED = "trial_crashed"
     RANK_FAILED = "rank_failed"
+    INTERNAL_ERROR = "internal_error"
 
     def __str__(self) -> str:
         return str.__str__(self)
@@ -67,10 +69,15 @@ REASONS: dict[Reason, str] = {
     Reason.INTERRUPTED: "the sweep was interrupted (Ctrl-C, or its process died) during the trial",
     Reason.TRIAL_CRASHED: "the trial's process exited with an error status and no Python error",
     Reason.RANK_FAILED: "a rank of a multi-rank trial died with no Python error (or never started)",
+    Reason.INTERNAL_ERROR: "loadertune itself raised: a bug in loadertune, not in the dataset, "
+    "the step or a setting",
 }
 
 USER_BUGS = frozenset({Reason.DATASET_ERROR, Reason.STEP_ERROR})
-"""Errors in the user's code, whatever the loader settings: the same one twice stops a sweep."""
+"""Errors in the user's code, whatever the loader settings."""
+
+RECURRING = USER_BUGS | {Reason.INTERNAL_ERROR}
+"""Errors no loader setting causes or cures: the same one twice stops a sweep."""
 
 INFEASIBLE = frozenset(
     {
@@ -143,7 +150,35 @@ def classify(exc_type: str, text: str) -> Reason:
             return rule.reason
     if exc_type == "StepError" or f"[{Reason.STEP_ERROR}]" in text:
         return Reason.STEP_ERROR
+    if raised_inside_loadertune(text):
+        return Reason.INTERNAL_ERROR
     return Reason.DATASET_ERROR
+
+
+_SRC = Path(__file__).resolve().parents[2]
+_HOMES = (_SRC / "loadertune", _SRC / "hydra_plugins" / "loadertune_sweeper")
+_DATASETS = _SRC / "loadertune" / "datasets"
+_DATA_FAULTS = re.compile(
+    r"(\w+\.)*(ValueError|IndexError|KeyError|EOFError|\w*Decode\w*Error|"
+    r"OSError|IOError|FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError)$"
+)
+
+
+def raised_inside_loadertune(text: str) -> bool:
+    """Whether the error in traceback ``text`` was raised by loadertune's own code: its
+    innermost frame (a worker's original one, when the text embeds it) is in loadertune's
+    packages. A built-in dataset's frame counts only for an error no data can cause (a
+    ``ValueError`` or an ``OSError`` there is the data's: a short or missing file). Such a
+    failure is loadertune's bug, never the dataset's or the step's."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    frames = [m for line in lines if (m := _FRAME.match(line))]
+    if not frames:
+        return False
+    where = Path(frames[-1]["file"])
+    if not any(where.is_relative_to(home) for home in _HOMES):
+        return False
+    kind = m.group("type") if (m := _EXC.match(lines[-1].strip())) else ""
+    return not (where.is_relative_to(_DATASETS) and _DATA_FAULTS.match(kind))
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
@@ -217,7 +252,10 @@ class TrialFailure(RuntimeError):
 
 def failed_status(reason: Reason) -> ExitStatus:
     """A failed trial's exit status: a bug in the user's code (the dataset, the step) is
-    ``DATASET_BUG``, as a sweep it stops; anything else ``NO_RESULT``."""
+    ``DATASET_BUG``, as a sweep it stops; one in loadertune ``INTERNAL``; anything else
+    ``NO_RESULT``."""
+    if reason == Reason.INTERNAL_ERROR:
+        return ExitStatus.INTERNAL
     return ExitStatus.DATASET_BUG if reason in USER_BUGS else ExitStatus.NO_RESULT
 
 
@@ -240,6 +278,22 @@ class StepError(TrialFailure):
             f"the training step ({step}) raised {type(err).__name__}{where}: {line}. Fix the "
             "step: this is no loader setting",
         )
+
+
+def step_failure(step: str, err: BaseException) -> TrialFailure:
+    """The failure for a training step that raised ``err``: the step's (:class:`StepError`),
+    unless loadertune's own code raised it (:func:`raised_inside_loadertune`): then
+    ``internal_error``, its traceback chained, for a bug report."""
+    text = "".join(traceback.format_exception(err))
+    if not raised_inside_loadertune(text):
+        return StepError(step, err)
+    line = (str(err).strip().splitlines() or [""])[0]
+    return TrialFailure(
+        Reason.INTERNAL_ERROR,
+        f"loadertune raised {error_signature(text)} while running the training step ({step}): "
+        f"{line}. This is a bug in loadertune, not in the step: please report it with the "
+        "traceback",
+    )
 
 
 class InfeasibleSetting(TrialFailure):

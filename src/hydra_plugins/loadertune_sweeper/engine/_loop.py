@@ -23,11 +23,12 @@ from loadertune.checks import HostBusy, timing_lock
 from loadertune.errors import ConfigError, ExitStatus, status_of
 from loadertune.machine import memory_budget_bytes
 from loadertune.record import (
-    USER_BUGS,
+    RECURRING,
     Reason,
     StoreUnavailable,
     bound_tracking_retries,
     describe_os_error,
+    failed_status,
     is_disk_full,
     says_disk_full,
 )
@@ -307,10 +308,10 @@ class SweepEngine:
                 )
                 break
             if answer.measured:
-                bugs.append(answer.signature() if answer.reason in USER_BUGS else "")
-            if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2:
-                view.user_bug(answer.error or "", answer.reason == Reason.STEP_ERROR)
-                return "FAILED", ExitStatus.DATASET_BUG
+                bugs.append(answer.signature() if answer.reason in RECURRING else "")
+            if len(bugs) >= 2 and bugs[0] and bugs[:2] == [bugs[0]] * 2 and answer.reason:
+                view.user_bug(answer.error or "", Reason(answer.reason))
+                return "FAILED", failed_status(Reason(answer.reason))
             if failed and failed / max(ran, 1) > s.max_failure_rate:
                 view.note(
                     f"stopping: {failed} of {ran} trials failed, above "

@@ -19,7 +19,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from loadertune.loader import TUNED_FOR, use_command
-from loadertune.record import wide_console
+from loadertune.record import Reason, wide_console
 
 from .._keys import Recommended, Results, TrialAttr
 from ..verdict._text import (
@@ -69,11 +69,19 @@ class SweepView:
                 "rank (a worker without a shard yields nothing)"
             )
 
-    def user_bug(self, traceback: str, in_step: bool = False) -> None:
-        """Say once that the dataset (or, ``in_step``, the training step) is broken, with the
-        original traceback."""
+    def user_bug(self, traceback: str, reason: Reason = Reason.DATASET_ERROR) -> None:
+        """Say once that the dataset (the training step for ``step_error``, loadertune itself
+        for ``internal_error``) is broken, with the original traceback."""
         self._show_repeats()
-        where = "the training step (model.*)" if in_step else "the dataset"
+        if reason == Reason.INTERNAL_ERROR:
+            self.console.print(
+                "[bold red]stopping: the first trials failed with the same error raised by "
+                "loadertune itself, whatever the loader settings. This is a bug in loadertune, "
+                "not in the dataset or the step: please report it with the traceback below.[/]"
+            )
+            self.console.print(traceback, markup=False, highlight=False)
+            return
+        where = "the training step (model.*)" if reason == Reason.STEP_ERROR else "the dataset"
         self.console.print(
             f"[bold red]stopping: the first trials failed with the same error in {where}, "
             f"whatever the loader settings. This is a bug in {where}, not a setting to "

@@ -7,6 +7,7 @@ objective (time per sample in ms) for a sweeper.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -18,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
 from loadertune._hydra_private import composition_errors
+from loadertune._lazy import elastic_api
 from loadertune.checks import HostBusy, register_resolvers, timing_lock, validate
 from loadertune.config import to_run_config
 from loadertune.errors import ConfigError, ExitStatus, status_of
@@ -29,6 +31,7 @@ from loadertune.record import (
     USER_BUGS,
     InfeasibleSetting,
     MessageKind,
+    RankRaised,
     Reason,
     StoreUnavailable,
     TrialFailure,
@@ -100,13 +103,7 @@ def _measure_here(cfg: DictConfig) -> tuple[RunConfig, TrialResult]:
         print(f"loadertune: error: {exc}", file=sys.stderr)
         sys.exit(status_of(exc))
     except TrialFailure as exc:  # a guard stopped it, or a rank failed: its text, one line
-        first, *printed = exc.message.splitlines()
-        if exc.reason == Reason.INTERNAL_ERROR and exc.__cause__ is not None:
-            traceback.print_exception(exc.__cause__, file=sys.stderr)  # for the report
-        if printed:
-            print("\n".join(printed), file=sys.stderr)
-        print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
-        sys.exit(status_of(exc))
+        _report_failure(exc)
     except KeyboardInterrupt as exc:
         print("loadertune: interrupted: the trial stopped before its figure", file=sys.stderr)
         sys.exit(status_of(exc))
@@ -126,28 +123,70 @@ def _report_raised(exc: Exception) -> NoReturn:
             [f for f in shown.stack if not _ours(f.filename)]
         )
     print("".join(shown.format()).rstrip(), file=sys.stderr)
-    last = text.strip().splitlines()[-1]  # a worker's original error is the innermost
-    said = last.partition(": ")[2] or last
-    if reason in USER_BUGS:
-        fix = "; a bug in the user's code, whatever the loader settings: fix it and run again"
-    elif reason == Reason.INTERNAL_ERROR:
-        fix = (
-            "; a bug in loadertune, not in the dataset or the step: please report it with "
-            "the traceback above"
-        )
-    else:
-        fix = f"; {REASONS[reason]}"
-    print(
-        f"loadertune: error: trial failed ({reason}): {error_signature(text)}: {said}{fix}",
-        file=sys.stderr,
-    )
+    print(f"loadertune: error: trial failed ({reason}): {_placed(text, reason)}", file=sys.stderr)
     sys.exit(failed_status(reason))
 
 
+def _report_failure(exc: TrialFailure) -> NoReturn:
+    """A trial a guard stopped or a rank failed: its text, in one line; a rank that raised as
+    a trial of one rank that raised (:func:`_report_raised`): the rank's traceback without
+    loadertune's, Hydra's and the launcher's frames, then one line naming the rank."""
+    first, *printed = exc.message.splitlines()
+    if exc.reason == Reason.INTERNAL_ERROR and exc.__cause__ is not None:
+        traceback.print_exception(exc.__cause__, file=sys.stderr)  # for the report
+    if isinstance(exc, RankRaised) and exc.trace:
+        keep = exc.reason == Reason.INTERNAL_ERROR  # loadertune's own bug: its frames too
+        print(exc.trace if keep else _user_frames(exc.trace), file=sys.stderr)
+        first = f"{exc.who} raised {_placed(exc.trace, exc.reason)}"
+    elif printed:
+        print("\n".join(printed), file=sys.stderr)
+    print(f"loadertune: error: trial failed ({exc.reason}): {first}", file=sys.stderr)
+    sys.exit(status_of(exc))
+
+
+def _placed(text: str, reason: Reason) -> str:
+    """The error of traceback ``text`` at its innermost place, its message and the fix."""
+    last = text.strip().splitlines()[-1]  # a worker's original error is the innermost
+    said = last.partition(": ")[2] or last
+    if reason in USER_BUGS:
+        fix = "a bug in the user's code, whatever the loader settings: fix it and run again"
+    elif reason == Reason.INTERNAL_ERROR:
+        fix = (
+            "a bug in loadertune, not in the dataset or the step: please report it with "
+            "the traceback above"
+        )
+    else:
+        fix = REASONS[reason]
+    return f"{error_signature(text)}: {said}; {fix}"
+
+
 def _ours(filename: str) -> bool:
-    """A frame of loadertune or Hydra, which the user's traceback leaves out."""
-    homes = (Path(__file__).parent, Path(hydra.__file__).parent)
+    """A frame of loadertune, Hydra or PyTorch's launcher, which the user's traceback leaves
+    out."""
+    homes = (Path(__file__).parent, Path(hydra.__file__).parent, _launcher_home())
     return any(Path(filename).is_relative_to(home) for home in homes)
+
+
+def _launcher_home() -> Path:
+    """PyTorch's elastic launcher's package (``torch/distributed/elastic``)."""
+    return Path(elastic_api.__file__).parent.parent
+
+
+_FRAME_LINE = re.compile(r'^  File "(?P<file>[^"]+)", line \d+')
+
+
+def _user_frames(trace: str) -> str:
+    """A formatted traceback without the frames :func:`_ours` names (each frame's line and
+    the source lines indented under it)."""
+    kept, skipping = [], False
+    for line in trace.splitlines():
+        if m := _FRAME_LINE.match(line):
+            skipping = _ours(m["file"])
+        elif not line.startswith("    "):
+            skipping = False  # a header, or the error's own lines
+        if not skipping:
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _refuse_short_window(config: RunConfig, result: TrialResult) -> None:

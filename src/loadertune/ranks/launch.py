@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import psutil
 
@@ -45,7 +45,7 @@ from loadertune.machine import machine_info
 from loadertune.ranks.adoption import reap, subreaper
 from loadertune.ranks.board import Board, StepForwarder, Watchdog
 from loadertune.ranks.node import node_result
-from loadertune.record import Reason, TrialFailure, classify
+from loadertune.record import RankRaised, Reason, TrialFailure, classify
 from loadertune.storage import ranks_folder
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ def run_ranks(
     board = Board(ctx, world)
     shm_before = _shm_files()
     failure: TrialFailure | None = None
+    stopped_by: int | None = None
     with (
         ranks_folder() as logs,
         _omp_default(),
@@ -111,16 +112,30 @@ def run_ranks(
         except _child_failed() as exc:
             failure = rank_failure(exc.failures, board, dog, world)
         except _signal_exception() as exc:  # the launcher's handler took the trial's signal
-            if exc.sigval != signal.SIGINT:
-                raise
-            raise KeyboardInterrupt from None  # Ctrl-C, as a trial of one rank sees it
+            if exc.sigval == signal.SIGINT:
+                raise KeyboardInterrupt from None  # Ctrl-C, as a trial of one rank sees it
+            stopped_by = exc.sigval
         finally:
             _clean_up(dog, board, shm_before)
+    if stopped_by is not None:
+        _die_of(stopped_by)
     if failure is not None:
         raise failure
     node = node_result(list(returns.values()), machine_info())
     batch = workload.batch
     return replace(node, batch_bytes=batch.bytes, batch_tensors=batch.tensors) if batch else node
+
+
+def _die_of(sig: int) -> NoReturn:
+    """The signal the launcher took (SIGTERM, SIGHUP, SIGQUIT), raised again once the ranks
+    are stopped, for the trial's own handler, as a trial of one rank meets it (by default,
+    killed by it), never a Python error blamed on the dataset.
+
+    Raises:
+        TrialFailure: ``interrupted``, where the trial's handler let the signal pass.
+    """
+    signal.raise_signal(sig)
+    raise TrialFailure(Reason.INTERRUPTED, f"the trial was stopped by {signal.Signals(sig).name}")
 
 
 def launch(world: int, logs: str, args: tuple[Any, ...]) -> dict[int, Any]:
@@ -196,9 +211,8 @@ def rank_failure(
         kind = text.split(":", 1)[0]
         # The rank's own traceback after the first line: its innermost frame is where the
         # error is (the user's dataset or step), as for a trial of one rank.
-        said = f"{text.splitlines()[0]}\n{trace.rstrip()}" if trace.strip() and text else text
-        return TrialFailure(
-            classify(kind, f"{trace}\n{text}"), f"rank {rank} of {world} raised {said}"
+        return RankRaised(
+            classify(kind, f"{trace}\n{text}"), f"rank {rank} of {world}", text, trace
         )
     how = (
         f"was killed by {failure.signal_name()}"

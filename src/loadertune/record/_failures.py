@@ -250,6 +250,19 @@ class TrialFailure(RuntimeError):
         return failed_status(self.reason)
 
 
+class RankRaised(TrialFailure):
+    """A rank of a multi-rank trial raised: ``who`` (``rank 1 of 2``) and the rank's own
+    traceback (``trace``, its last line the error) after the message's first line, so a
+    sweep groups it by its innermost place as a trial of one rank would."""
+
+    def __init__(self, reason: Reason, who: str, said: str, trace: str) -> None:
+        self.who = who
+        self.trace = trace.rstrip()
+        first = said.splitlines()[0] if said else ""
+        text = f"{first}\n{self.trace}" if self.trace and said else said
+        super().__init__(reason, f"{who} raised {text}")
+
+
 def failed_status(reason: Reason) -> ExitStatus:
     """A failed trial's exit status: a bug in the user's code (the dataset, the step) is
     ``DATASET_BUG``, as a sweep it stops; one in loadertune ``INTERNAL``; anything else

@@ -127,3 +127,24 @@ def test_a_rank_knows_which_failed_before_it() -> None:
     fresh.failed(0)
     assert fresh.failed_before(0) == 1  # it stamped first: rank 0 follows it
     assert fresh.failed_before(1) is None  # rank 1 is the cause
+
+
+def test_the_clean_up_kills_a_process_the_watchdog_had_not_polled_yet() -> None:
+    """A worker forked just before the trial ends (as Ctrl-C comes), between two polls of
+    the watchdog, is killed with the rest, and a process the caller had before is left."""
+    from loadertune.ranks.launch import _clean_up
+
+    board = Board(FORK, 1)
+    callers = FORK.Process(target=time.sleep, args=(120,))
+    callers.start()
+    with _killed_after(callers.pid), subreaper(), Watchdog(board, limit_s=3600.0) as dog:
+        dog._stop.set()  # no poll from here on: only the clean-up can look
+        dog._thread.join()
+        late = FORK.Process(target=time.sleep, args=(120,))
+        late.start()
+        with _killed_after(late.pid):
+            assert late.pid not in dog.seen
+            _clean_up(dog, board, set())
+            late.join(10)
+            assert late.exitcode == -9, "a process of the trial's tree outlived its clean-up"
+        assert callers.is_alive()

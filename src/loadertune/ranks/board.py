@@ -150,9 +150,11 @@ class Watchdog:
                             os.kill(pid, signal.SIGKILL)
 
     def _look(self) -> None:
+        """Keep every process of the trial's tree in view, the caller's own left out."""
         with contextlib.suppress(psutil.Error):
             for proc in self._root.children(recursive=True):
-                self.seen.setdefault(proc.pid, proc)
+                if proc.pid not in self._before:
+                    self.seen.setdefault(proc.pid, proc)
 
     def _stop_orphans(self) -> None:
         """Kill what a dead rank left running (its DataLoader workers, come back to the trial
@@ -171,7 +173,10 @@ class Watchdog:
                     proc.kill()
 
     def survivors(self) -> list[psutil.Process]:
-        """Processes of the trial's tree seen while it ran that still live (same process)."""
+        """Processes of the trial's tree, seen while it ran or now, that still live (same
+        process). It looks again first: a process started since the last poll (a worker
+        forked as Ctrl-C came) would otherwise outlive the trial, printing after its end."""
+        self._look()
         alive = []
         for proc in self.seen.values():
             with contextlib.suppress(psutil.Error):

@@ -26,13 +26,24 @@ TWO = ["++trial.nproc_per_node=2"]
 SHM = Path("/dev/shm")
 
 
+_EARLIER: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> None:
+    """Note this process's descendants before each test (an earlier module's server in this
+    test worker): the trial's clean-up leaves them alone, and so does the check after it."""
+    _EARLIER.clear()
+    _EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
+
+
 def _running_children() -> list[psutil.Process]:
-    """This process's descendants still running (a zombie has ended: it holds no CPU, memory
-    or lock, only a pid until its parent reaps it, and may be an earlier test's)."""
+    """This process's descendants the test started that still run (a zombie has ended: it
+    holds no CPU, memory or lock, only a pid until its parent reaps it)."""
     running = []
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.pid not in _EARLIER and proc.status() != psutil.STATUS_ZOMBIE:
                 running.append(proc)
     return running
 

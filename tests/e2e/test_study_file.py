@@ -1,7 +1,8 @@
 """The study's store lost mid-sweep (``study/_study_file.py``): a sweep never claims a study
 it lost.
 
-Real SQLite files: one deleted or replaced while a connection holds it open, one overwritten
+Real SQLite files: one deleted (checked again, as the sweep's error handler does, or left
+empty by a new connection) or replaced while a connection holds it open, one overwritten
 in place; and real sweeps whose ``optuna.db`` is deleted, or corrupted, after their first
 trial. Each ends with exit status 5 in one line, its parent run FAILED, no results file, and
 the trials that ended kept.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import sqlite3
 from pathlib import Path
 
@@ -70,6 +72,57 @@ def test_a_deleted_file_is_restored_from_the_open_connection(tmp_path: Path) -> 
     assert "\n" not in said
     assert _numbers(path) == [0, 1]  # every committed row
     con.close()
+
+
+def _optuna_study_deleted(path: Path) -> tuple[StudyFile, sqlite3.Connection]:
+    """A study made by Optuna at ``path`` with two completed trials, watched and held open as
+    a sweep holds it, then deleted with ``os.remove``; (the watcher, the open connection)."""
+    url = f"sqlite:///{path}"
+    study = optuna.create_study(study_name="s", storage=url)
+    for value in (1.0, 2.0):
+        study.tell(study.ask(), value)
+    held = sqlite3.connect(path)  # the sweep's open connection
+    watched = StudyFile.of(url)
+    os.remove(path)
+    return watched, held
+
+
+def _values(path: Path) -> list[float | None]:
+    return [t.value for t in optuna.load_study(study_name="s", storage=f"sqlite:///{path}").trials]
+
+
+def test_a_deleted_file_is_said_deleted_on_every_check_and_nothing_is_copied_aside(
+    tmp_path: Path,
+) -> None:
+    """The sweep checks after a trial, and its error handler checks again: the second check
+    finds the restored file (another inode) at the path, and must not take it for a
+    replacement and copy the same trials beside it."""
+    path = tmp_path / "optuna.db"
+    watched, held = _optuna_study_deleted(path)
+    said = []
+    for _ in range(2):  # the check after the trial, then the error handler's
+        with pytest.raises(StudyLost) as raised:
+            watched.check()
+        said.append(str(raised.value))
+    assert "the study's file was deleted during the sweep: restored to" in said[1], said[1]
+    assert said[0] == said[1] and "\n" not in said[1]
+    assert not (tmp_path / "optuna.db.replaced-study").exists()
+    assert _values(path) == [1.0, 2.0]  # every trial recorded before the delete, at its path
+    held.close()
+
+
+def test_a_deleted_file_an_empty_one_took_the_place_of_is_restored(tmp_path: Path) -> None:
+    """A connection opened on the path after the delete makes an empty file there: the study
+    is gone, not replaced, so it is restored over that empty file."""
+    path = tmp_path / "optuna.db"
+    watched, held = _optuna_study_deleted(path)
+    sqlite3.connect(path).close()  # SQLite creates the missing file, empty
+    assert path.stat().st_size == 0
+    with pytest.raises(StudyLost, match="was deleted during the sweep: restored to"):
+        watched.check()
+    assert not (tmp_path / "optuna.db.replaced-study").exists()
+    assert _values(path) == [1.0, 2.0]
+    held.close()
 
 
 def test_a_restored_study_fails_the_trials_its_sweep_left_running(tmp_path: Path) -> None:
@@ -157,6 +210,7 @@ def test_a_sweep_whose_study_file_is_deleted_stops_restores_it_and_resumes(
     last = err.strip().splitlines()[-1]
     assert "the study's file was deleted during the sweep: restored to" in last, err[-3000:]
     assert "Traceback" not in err
+    assert not (tmp_path / "optuna.db.replaced-study").exists()  # nothing was replaced
     parents, children, _ = mlflow_runs(tmp_path)
     assert [p.info.status for p in parents] == ["FAILED"]
     assert all(c.info.status != "RUNNING" for c in children)

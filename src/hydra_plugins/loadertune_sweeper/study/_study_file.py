@@ -3,13 +3,16 @@
 An SQLite study deleted mid-sweep still reads for the sweep (its connection holds the deleted
 file open) while SQLite refuses its writes, and the file vanishes with the sweep. So after
 every trial, and when a write of the study fails, :class:`StudyFile` asks whether the path
-still holds the file the study was opened on; a deleted file is restored from the one this
-process still holds open (every trial recorded before the delete; the trial it was running,
-or had asked for and not yet claimed, failed there as interrupted so the next start runs it
-again), a replaced one copied beside it. A study whose database fails outright (a file
-overwritten in place, a server that refuses) raises SQLAlchemy's or Optuna's errors, which
-:func:`store_failure` turns into one line. Either ends the sweep with exit status 5, its
-parent run FAILED and no results file.
+still holds the file the study was opened on. A deleted file (gone, or an empty one that a
+connection opened after the delete made there) is restored from the one this process still
+holds open (every trial recorded before the delete; the trial it was running, or had asked
+for and not yet claimed, failed there as interrupted so the next start runs it again); a
+replaced one (another file now at the path) is left alone and the study copied beside it.
+Once lost, every later check says the same line, so the file restored at the path is never
+taken for a replacement. A study whose database fails outright (a file overwritten in place,
+a server that refuses) raises SQLAlchemy's or Optuna's errors, which :func:`store_failure`
+turns into one line. Either ends the sweep with exit status 5, its parent run FAILED and no
+results file.
 """
 
 from __future__ import annotations
@@ -38,10 +41,17 @@ class StudyLost(StoreUnavailable):
 
 @dataclass
 class StudyFile:
-    """The SQLite file at ``path`` as the study was opened on it (device, inode)."""
+    """The SQLite file at ``path`` as the study was opened on it (device, inode).
+
+    ``lost`` keeps the line said once the file was found deleted or replaced, and every later
+    check raises it again: the sweep's connection still holds the lost file. Looking at the
+    path afresh would find the file restored there (another inode) and take it for a
+    replacement, copying the same trials beside it.
+    """
 
     path: Path | None
     ident: tuple[int, int] | None
+    lost: str | None = None
 
     @classmethod
     def of(cls, url: str) -> StudyFile:
@@ -53,35 +63,21 @@ class StudyFile:
 
     def check(self) -> None:
         """Raise :class:`StudyLost` once the path no longer holds the study's file."""
+        if self.lost is not None:
+            raise StudyLost(self.lost)
         if self.path is None or self.ident is None:
             return
         now = _ident(self.path)
         if now == self.ident:
             return
-        url = f"{PREFIX}{self.path}"
-        if now is None:
-            saved = _copy_open_file(self.ident, self.path)
-            if saved:
-                _release_trials(url)
-            what = "deleted during the sweep" + (
-                f": restored to {self.path} from the sweep's open connection, with every "
-                "trial recorded before the delete"
-                if saved
-                else ", and could not be restored"
-            )
-        else:
-            aside = self.path.with_name(f"{self.path.name}.replaced-study")
-            saved = _copy_open_file(self.ident, aside)
-            what = "replaced by another file during the sweep" + (
-                f": the sweep's study, with every trial recorded before, is copied to {aside}"
-                if saved
-                else ""
-            )
-        raise StudyLost(
-            f"hydra.sweeper.storage={url}: the study's file was {what}. The sweep stops here "
-            "so no trial is recorded where it will be lost. Fix: keep the file while a sweep "
-            "runs, then run the same command again (the study resumes)"
+        gone = now is None or _is_empty(self.path)
+        what = (_restore if gone else _copy_aside)(self.path, self.ident)
+        self.lost = (
+            f"hydra.sweeper.storage={PREFIX}{self.path}: the study's file was {what}. The sweep "
+            "stops here so no trial is recorded where it will be lost. Fix: keep the file while "
+            "a sweep runs, then run the same command again (the study resumes)"
         )
+        raise StudyLost(self.lost)
 
 
 def store_failure(url: str, exc: BaseException) -> str | None:
@@ -116,6 +112,39 @@ def _release_trials(url: str) -> None:
     with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.OptunaError):
         for name in optuna.get_all_study_names(url):
             fail_orphaned_trials(optuna.load_study(study_name=name, storage=url), unclaimed_s=0)
+
+
+def _restore(path: Path, ident: tuple[int, int]) -> str:
+    """Put the deleted file ``ident`` back at ``path`` (over an empty one a connection opened
+    after the delete made there: it holds nothing); what happened, for the line."""
+    if not _copy_open_file(ident, path):
+        return "deleted during the sweep, and could not be restored"
+    _release_trials(f"{PREFIX}{path}")
+    return (
+        f"deleted during the sweep: restored to {path} from the sweep's open connection, "
+        "with every trial recorded before the delete"
+    )
+
+
+def _copy_aside(path: Path, ident: tuple[int, int]) -> str:
+    """Copy the study ``ident`` beside the other file now at ``path``, which is left alone;
+    what happened, for the line."""
+    aside = path.with_name(f"{path.name}.replaced-study")
+    saved = _copy_open_file(ident, aside)
+    return "replaced by another file during the sweep" + (
+        f": the sweep's study, with every trial recorded before, is copied to {aside}"
+        if saved
+        else ""
+    )
+
+
+def _is_empty(path: Path) -> bool:
+    """Whether ``path`` holds an empty file: what SQLite makes when a connection opens a
+    deleted database's path, so the study's file is gone, not replaced."""
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return True
 
 
 def _ident(path: Path) -> tuple[int, int] | None:

@@ -78,9 +78,15 @@ def start_cli(
     )
 
 
+# A search that stops at a ceiling (``plan._ceiling``) stops where the machine's timings say,
+# so the sweeps the tests count trials of measure to their budget; tests of the stop set it.
+TO_BUDGET = "hydra.sweeper.stop_at_ceiling=false"
+
+
 def sweep_args(out: Path, *overrides: str) -> list[str]:
-    """``-m`` writing under ``out``, with the tiny sizes before ``overrides``."""
-    return ["-m", f"paths.output_root={out}", *with_tiny(overrides)]
+    """``-m`` writing under ``out``, with the tiny sizes and :data:`TO_BUDGET` before
+    ``overrides``."""
+    return ["-m", f"paths.output_root={out}", TO_BUDGET, *with_tiny(overrides)]
 
 
 def run_main(monkeypatch: pytest.MonkeyPatch, cwd: Path, *args: str, **env: str) -> int:

@@ -42,6 +42,7 @@ class StudyAttr:
     GUESS: Final = "guess"  # the model-based guess, as a dict
     WORKERS_RANGE: Final = "workers_range"  # the num_workers range the guess set
     FINGERPRINT: Final = "machine_fingerprint"  # the machine class the study measures
+    SEARCH_STOPPED: Final = "search_stopped"  # why the search stopped early (``plan._ceiling``)
 
 
 class Tag:

@@ -34,7 +34,7 @@ from loadertune.record import (
 )
 
 from .._keys import Results, StudyAttr, TrialAttr
-from ..plan import _enumerate, _guess
+from ..plan import _ceiling, _guess
 from ..plan._samplers import create_pruner, create_sampler
 from ..plan._sweep_plan import Composer, SweepPlan, make_plan
 from ..record import _console
@@ -46,6 +46,7 @@ from ..trial._busy_machine import BusyPolicy
 from ..trial._measure import Measurer
 from ..trial._outcome import Answer, answer_trial, tell_and_record
 from ..verdict._rounds import VerdictRun
+from ._enough import forget_stop, nothing_left
 from ._halt import INFRA, check_stores, fail, show_first_error
 from ._next import NextTrial, search_window, unused_window_keys
 from ._repair import close_dead_sweeps, queue_baselines, resumed
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from ..config import SweepSettings
 
 
-REPEATS_IN_A_ROW = 100  # proposals of measured settings in a row that end a search
 VERDICT_STARTED, VERDICT_GIVEN = "started", "given"
 
 
@@ -269,6 +269,7 @@ class SweepEngine:
         ran = failed = in_a_row = 0
         errors_shown = False
         bugs: list[str] = []
+        forget_stop(study)  # a stop an earlier invocation made is not this one's
         while session.budget.allows(ran) and not self._stop_requested:
             if hasattr(sampler, "is_exhausted") and sampler.is_exhausted(study):
                 view.note("the grid is covered: every point has been measured")
@@ -293,19 +294,9 @@ class SweepEngine:
             in_a_row = in_a_row + 1 if answer.repeat_of is not None else 0
             failed += answer.state == TrialState.FAIL
             session.next.after(answer, ran, in_a_row)
-            if not s.custom_search_space and _enumerate.covered(study, session.plan):
-                grid = hasattr(sampler, "is_exhausted")
-                view.note(
-                    "the grid is covered: every point has been measured"
-                    if grid
-                    else "every setting of the search space has an answer"
-                )
-                break
-            if in_a_row >= REPEATS_IN_A_ROW:
-                view.note(
-                    f"stopping: the sampler proposed {in_a_row} settings in a row that were "
-                    "measured already; the search space looks covered"
-                )
+            done = nothing_left(study, session.plan, s, sampler, in_a_row)
+            if done:
+                view.note(done)
                 break
             if answer.measured:
                 bugs.append(answer.signature() if answer.reason in RECURRING else "")
@@ -389,5 +380,6 @@ class SweepEngine:
             guess,
             _guess.study_range(session.study),
             s.verdict_repeats,
+            _ceiling.stopped_why(session.study),
         )
         return True

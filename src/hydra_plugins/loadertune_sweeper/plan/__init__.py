@@ -12,4 +12,6 @@ Rooms (imported by their own path; this package stays light for Hydra's plugin s
   outward) instead of sampled, and when every setting has an answer.
 - ``_refine``: the fewest workers as fast as the most, by bisection between the counts
   measured (a wide range is not walked one count at a time).
+- ``_ceiling``: when no loader setting left can beat the fastest measured (the loader is
+  hidden, or loading fills the CPUs): the search may stop.
 """

@@ -98,8 +98,10 @@ class SweepView:
         guess: Guess | None = None,
         workers_range: WorkersRange | None = None,
         repeats: int = 3,
+        stopped: str | None = None,
     ) -> None:
-        """The verdict as a table that fits 80 columns, its sentences, and the export."""
+        """The verdict as a table that fits 80 columns, its sentences, and the export
+        (``stopped``: why the search stopped early, if it did)."""
         self._show_repeats()
         self.console.print(Markdown(headline(rec)))
         for line in unshown_lines(rec, repeats):
@@ -111,7 +113,8 @@ class SweepView:
             self.console.print(f"[bold {colour}]{line}[/]" if i == 0 else line, highlight=False)
         self.console.print(verdict_table(rec, cands))
         self.console.print(f"[dim]{ORDER}[/]")
-        self.console.print(Markdown("\n".join(details(rec, cands, "ms", guess, workers_range))))
+        lines = details(rec, cands, "ms", guess, workers_range, stopped)
+        self.console.print(Markdown("\n".join(lines)))
         self.console.print(f"exported: {loader}  (use: {use_command(loader)})", soft_wrap=True)
 
     def note(self, text: str) -> None:

@@ -20,6 +20,7 @@ from loadertune.record import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
+from ..plan._ceiling import stopped_why
 from ..plan._guess import study_guess, study_range
 from ..study import _storage
 from . import _candidates, _text
@@ -165,6 +166,7 @@ class VerdictRun:
             guess=guess,
             workers_range=study_range(self.study),
             repeats=repeats,
+            stopped=stopped_why(self.study),
         )
         text += _text.rounds_line(rounds, repeats, cands, pricing.spent_s, self.train_hours)
         config = self.config_of(rec.chosen.trial.user_attrs[TrialAttr.OVERRIDES])

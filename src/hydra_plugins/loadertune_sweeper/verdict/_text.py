@@ -35,8 +35,10 @@ def verdict_markdown(
     guess: Guess | None = None,
     workers_range: WorkersRange | None = None,
     repeats: int = 3,
+    stopped: str | None = None,
 ) -> str:
-    """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow."""
+    """The verdict as a markdown table and sentences, for ``verdict.md`` and MLflow;
+    ``stopped``: why the search stopped early (``plan._ceiling``), if it did."""
     rows = [
         "| setting | num_workers | params | time per sample (median of repeats) | spread | "
         "samples/s | wait p99 ms | long waits per 1000 steps | memory MB | CPU % | "
@@ -58,7 +60,7 @@ def verdict_markdown(
     lines += [f"Not recommended: {f}." for f in failed_sentences(cands)]
     lines += ["", *confidence_lines(assurance)]
     lines += ["", *rows, "", ORDER, ""]
-    lines += details(rec, cands, unit, guess, workers_range)
+    lines += details(rec, cands, unit, guess, workers_range, stopped)
     return "\n".join(lines) + "\n"
 
 
@@ -186,8 +188,10 @@ def details(
     unit: str = "ms",
     guess: Guess | None = None,
     workers_range: WorkersRange | None = None,
+    stopped: str | None = None,
 ) -> list[str]:
-    """Markdown lines under the table: speed-ups, what limits, the guess, the range."""
+    """Markdown lines under the table: speed-ups, what limits, the guess, the range, and
+    why the search stopped short of its budget."""
     text = [  # none over the advice the pick itself stands for: that would read 1.00x
         f"- speed-up over {role.label}: {mid:.2f}x (rounds ranged {low:.2f}x to {high:.2f}x)"
         for role, (mid, low, high) in rec.speedups.items()
@@ -207,6 +211,8 @@ def details(
             f"The guess {how} the num_workers search range from {low}..{high} to "
             f"{low}..{workers_range.searched}.",
         ]
+    if stopped:
+        text += ["", f"The search stopped before its trial budget: {stopped}."]
     return text
 
 

@@ -1,0 +1,124 @@
+"""When the search may stop early: no loader setting left can beat the fastest measured.
+
+Two ceilings end a default search before its trial budget, each read from the figures the
+fastest setting's own trial recorded (``_keys.TrialFigures``):
+
+- **The loader is hidden**: the step waited for data no more than :data:`HIDDEN_WAIT` of
+  its window. Removing the rest of the wait is the most any loader setting can buy, and that
+  is within the verdict's tolerance, so more workers or deeper prefetch need not be measured.
+- **The CPUs are full**: the trial's processes keep :data:`CPU_FULL` of the usable CPUs busy
+  while the step still waits. More workers or deeper prefetch cannot add CPU; what would help is
+  cheaper decoding, caching or uint8 batches (the verdict's "what limits it" line).
+
+Each counts only once the neighbours of the fastest count ``w`` were measured: ``w - 1``
+(completed or pruned: on a shared CPU fewer workers leave more of it to the step, and the
+verdict, which measures the fastest settings again, is where a near tie between the two is
+settled) and a count above ``w`` (or ``w`` is the range's top: more workers added nothing);
+nothing waits in the queue (the doubling path, the guess, the bisection); for the CPUs,
+other work took under :data:`QUIET` of them in that trial (when it leaves, more workers may
+have more CPU to use; a wait that is hidden stays hidden); and the space searched is
+``num_workers`` and ``prefetch_factor`` only (a batch size or pinned memory can still change
+the step). The verdict then measures the fastest settings again, as always, and says in one
+line why the search stopped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from optuna.distributions import IntDistribution
+from optuna.trial import TrialState
+
+from loadertune.config import plain_key
+from loadertune.measure import TOLERANCE
+
+from .._keys import StudyAttr, TrialAttr, TrialFigures
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from ._sweep_plan import SweepPlan
+
+HIDDEN_WAIT = TOLERANCE  # the step waited at most this share of its window: loading is hidden
+CPU_FULL = 0.90  # loading kept this share of the usable CPUs busy: no setting adds CPU
+QUIET = 0.10  # other work's share of the CPUs under which a trial's figures are its own
+SEARCHED = frozenset({"loader.num_workers", "loader.prefetch_factor"})
+
+
+def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
+    """Why the search can stop now (a sentence), or None while a loader setting not yet
+    measured may still be faster than the fastest measured (see the module docstring)."""
+    wkey = plan.workers_key()
+    dist = plan.space.get(wkey) if wkey else None
+    if wkey is None or not isinstance(dist, IntDistribution):
+        return None
+    if any(plain_key(k) not in SEARCHED for k in plan.space):
+        return None
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+        return None
+    fastest = fastest_by_count(study, wkey)
+    if not fastest:
+        return None
+    best = min(fastest.values(), key=lambda t: float(t.value or 0.0))
+    w, figures = int(best.params[wkey]), TrialFigures.of(best.user_attrs)
+    if w < 1 or figures is None:
+        return None
+    trials = study.get_trials(deepcopy=False)
+    answered = {int(t.params[wkey]) for t in trials if _answered(t, wkey)}
+    if w - 1 not in answered or not (w >= dist.high or max(answered) > w):
+        return None
+    name = f"num_workers={w} (trial {best.number})"
+    if _hidden(figures):
+        return (
+            f"{name} hides the loader: the step waited for data "
+            f"{(figures.data_wait_fraction or 0.0):.1%} of its window, within the "
+            f"{TOLERANCE:.0%} tolerance; more workers or deeper prefetch cannot make the step "
+            "faster by more than that"
+        )
+    if _full(figures, cpus) and _other_share(figures, cpus) < QUIET:
+        return (
+            f"{name} keeps {(figures.cpu_percent_mean or 0.0) / (100.0 * cpus):.0%} of the "
+            f"{cpus} usable CPUs busy while the step waits for data, and more workers were no "
+            "faster; more workers or deeper prefetch cannot add CPU"
+        )
+    return None
+
+
+def fastest_by_count(study: optuna.Study, wkey: str) -> dict[int, FrozenTrial]:
+    """The fastest complete trial measured at each ``num_workers`` (repeats answered from an
+    earlier trial left out: they carry no figures of their own)."""
+    fastest: dict[int, FrozenTrial] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if wkey not in t.params or t.value is None or TrialAttr.REPEAT_OF in t.user_attrs:
+            continue
+        count = int(t.params[wkey])
+        if count not in fastest or t.value < float(fastest[count].value or 0.0):
+            fastest[count] = t
+    return fastest
+
+
+def stopped_why(study: optuna.Study) -> str | None:
+    """The sentence a search that stopped at a ceiling left with its study, if any."""
+    why = study.user_attrs.get(StudyAttr.SEARCH_STOPPED)
+    return str(why) if why else None
+
+
+def _answered(t: FrozenTrial, wkey: str) -> bool:
+    """Measured at a count of workers: completed, or pruned as slower (not a repeat)."""
+    done = t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    return done and wkey in t.params and TrialAttr.REPEAT_OF not in t.user_attrs
+
+
+def _hidden(f: TrialFigures) -> bool:
+    return f.data_wait_fraction is not None and f.data_wait_fraction <= HIDDEN_WAIT
+
+
+def _full(f: TrialFigures, cpus: int) -> bool:
+    if f.cpu_percent_mean is None or f.data_wait_fraction is None:
+        return False
+    return f.cpu_percent_mean >= CPU_FULL * 100.0 * cpus
+
+
+def _other_share(f: TrialFigures, cpus: int) -> float:
+    return ((f.other_cpu_percent or 0.0) + (f.steal_percent or 0.0)) / (100.0 * max(cpus, 1))

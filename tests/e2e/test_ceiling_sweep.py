@@ -13,22 +13,19 @@ from optuna.trial import TrialState
 
 from hydra_plugins.loadertune_sweeper.plan import _ceiling
 from tests._sweeps import finished, study_at, sweep
+from tests.e2e.test_sweep import SLOW_READS
 from tests.sweeper.plan.test_ceiling import _plan
 
 pytestmark = pytest.mark.slow
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-# Every read waits 20 ms on a device serving 32 at once: a worker loads a batch of 4 in over
-# 80 ms, the step sleeps 150 ms. 0 workers wait for data; 1 or more hide the loading, on a
-# busy machine too (waiting costs no CPU), but for receiving each batch: about 2 ms of a
-# 60 ms step (3%) here, so the step is long enough for that to fall within the tolerance.
+# test_sweep's SLOW_READS (every read waits 20 ms: a worker loads a batch of 4 in over 80 ms)
+# under a step of 150 ms. 0 workers wait for data; 1 or more hide the loading, on a busy
+# machine too (waiting costs no CPU), but for receiving each batch: about 2 ms of a 60 ms
+# step (3%) here, so the step is long enough for that to fall within the tolerance.
 HIDDEN_BEHIND_THE_STEP = [
-    "storage=throttled",
-    "storage.latency_ms=20",
-    "storage.queue_depth=32",
-    "storage.bandwidth_mb_s=1000",
-    "model=simulated",
+    *SLOW_READS,
     "model.step_ms=150",
     "hydra.sweeper.study_name=s",
     "hydra.sweeper.params.loader.num_workers=int(interval(0,6))",

@@ -123,6 +123,29 @@ def test_the_range_widens_when_the_most_workers_win() -> None:
     assert sum(s.steps for s in segments) <= 200
 
 
+def test_the_range_widens_only_where_another_round_still_fits() -> None:
+    """A short budget (the benchmark's io loop: 201 steps, reads of 38 ms a batch behind a
+    4.5 ms step): the most workers win round 0 by a hair. Twice as many again would make the
+    next round too long for the budget; widening then would end the rounds after one, and
+    one round cannot show the cheaper setting as fast, so the costlier would stay."""
+    tuner = Tuner(budget=201, cpus=2, max_workers=64)
+    first = tuner.next()
+    assert first is not None and first.setting.num_workers == 0
+    m = Measure(first.setting, -1, steps=first.steps, counted=first.steps - 1)
+    m.counted_s, m.counted_wait_s = 0.0425 * (first.steps - 1), 0.038 * (first.steps - 1)
+    m.wait_s, m.step_s = 0.038 * first.steps, 0.0045 * first.steps
+    tuner.done(first, m)
+    rounds: list[tuple[str, int]] = []
+    while (seg := tuner.next()) is not None:
+        rounds.append((seg.setting.name, seg.round))
+        most = max(c.num_workers for c in tuner.cands)
+        per = 0.0053 - (0.0001 if seg.setting.num_workers == most else 0.0)
+        tuner.done(seg, measured(seg.setting, seg.round, per, seg.steps))
+    assert len({r for _, r in rounds}) >= 2  # another round, not a decision on one
+    assert tuner.spent <= 201
+    assert not tuner.widened
+
+
 def test_a_gap_shown_within_the_tolerance_goes_to_the_cheaper_setting() -> None:
     times = {"w2": {0: 1.01, 1: 1.30 * 1.01, 2: 0.8 * 1.01}, "w4": {0: 1.0, 1: 1.3, 2: 0.8}}
     choice = recommend(times, {"w2": 2.0, "w4": 4.0})

@@ -250,9 +250,17 @@ class Tuner:
         if winner.num_workers < most or most >= self.max_workers or self.widened >= WIDEN:
             return
         wider = replace(winner, num_workers=min(2 * most, self.max_workers)).fixed(self.fixed)
-        if wider not in self.cands and wider not in self.dropped:
+        if wider not in self.cands and wider not in self.dropped and self._round_fits(wider):
             self.cands.append(wider)
             self.widened += 1
+
+    def _round_fits(self, joining: Setting) -> bool:
+        """Whether the budget left holds a round of the settings still probed with
+        ``joining`` among them: one that did not would end the rounds, leaving a decision
+        on the rounds so far, where the settings already probed could have had another."""
+        alive = [c for c in self.cands if c not in self.dropped and c not in self.far_behind]
+        need = sum(segment_length(c) + self.extra_steps for c in [*alive, joining])
+        return self.budget - self.spent >= need
 
     def fail(self, segment: Segment, measure: Measure, steps_left: int) -> None:
         """Drop a probe that crashed, hung or ran out of memory; finish its steps on the last

@@ -242,14 +242,16 @@ class Ints(Dataset[int]):
 
 
 class FakeClock:
-    """Advances by a cost per call that depends on the live probe's workers."""
+    """Advances by a cost per call that depends on the workers of the probe delivering:
+    the live one, or the one whose tail of batches in flight arrives before it."""
 
     def __init__(self, cost_by_workers: dict[int, float]) -> None:
         self.t, self.cost = 0.0, cost_by_workers
         self.loader: Any = None
 
     def __call__(self) -> float:
-        probe = self.loader._driver.probe if self.loader else None
+        d = self.loader._driver if self.loader else None
+        probe = (d.leaving.probe if d.leaving else d.probe) if d else None
         self.t += self.cost[probe.setting.num_workers] if probe else 0.0
         return self.t
 
@@ -280,7 +282,7 @@ def test_memory_reads_cost_every_setting_the_same_share_of_its_steps(workers: in
     """A read visits every process of the probe; spaced by them, reads cost each setting about
     one process visit per READ_STEPS_PER_PROCESS steps (every 4 steps, 16 workers paid 8.5x
     what the default paid), and the first read still comes at the workers' start-up."""
-    from loadertune.autoloader._driver import (
+    from loadertune.autoloader._usage import (
         MEMORY_CHECK_EVERY,
         READ_STEPS_PER_PROCESS,
         memory_read_due,

@@ -123,8 +123,8 @@ def test_without_a_process_group_the_world_is_this_process() -> None:
 def test_a_segment_is_the_slowest_ranks_with_the_nodes_cpu_and_memory() -> None:
     """Paced by a collective, the rank with slow data waits in next(), the other in its step:
     the segment is the slowest pace, the longest data wait, the shortest step."""
-    from loadertune.autoloader._driver import slowest
     from loadertune.autoloader._schedule import Measure, Setting
+    from loadertune.autoloader._slowest import slowest
 
     s = Setting(2, 2, True)
     starved = Measure(s, 0, steps=10, counted=8, counted_s=0.16, wait_s=0.15, step_s=0.05,
@@ -153,8 +153,8 @@ def test_ranks_tuning_apart_stop_naming_what_differs() -> None:
 
 
 def test_ranks_on_different_segments_fail_with_the_fix_not_a_deadlock() -> None:
-    from loadertune.autoloader._driver import slowest
     from loadertune.autoloader._schedule import Measure, Setting
+    from loadertune.autoloader._slowest import slowest
 
     a, b = Measure(Setting(2, 2, True), 0, steps=10), Measure(Setting(4, 2, True), 0, steps=12)
     with pytest.raises(RuntimeError, match=r"rank 1: w4 for 12 steps.*same arguments"):

@@ -1,7 +1,10 @@
 """``AutoLoader``: a DataLoader that tunes its own settings during the first training steps.
 
 Rooms, top to bottom: ``_loader`` (the public class and its checkpoint state) → ``_driver``
-(the loop: timing, switching, settling) → ``_probe`` (one probe loader and its faults) ·
+(the loop: timing, switching, settling) → ``_tail`` (one process's switches: the look-ahead
+of a booked segment, the next probe started under it) → ``_usage`` (a segment's CPU, memory
+and run-queue figures) · ``_slowest`` (a segment as every rank measured it) → ``_probe``
+(one probe loader and its faults) ·
 ``_plan`` (exactly-once index bookkeeping) → ``_decision`` (choice, confidence, report, on
 :mod:`loadertune.decision`) · ``_record`` (MLflow, best_loader.yaml) → ``_schedule`` (guess,
 candidates, rounds); ``_accelerate`` (Accelerate's prepared loader with an AutoLoader inside);

@@ -4,9 +4,11 @@ The time spent inside ``next()`` is the wait, the time between two batches the u
 together, one cycle of the training loop. Each segment runs one setting for a number of
 steps, then stops handing it batches and delivers what it has in flight (no loaded batch is
 thrown away); its workers stay alive, idle, so its next round restarts them instead of
-forking new ones. A start-up (the first fork, or a restart) is booked to the segment that
-pays it. Only a failed probe is closed mid-flight: its undelivered batches go back to the
-plan. At settling, every pool but the chosen one is closed.
+forking new ones. In one process the segment is booked as that look-ahead starts to arrive
+(:mod:`._tail`): the same setting next goes on on its iterator, another starts loading
+while the look-ahead arrives. A start-up (the first fork, or a restart) is booked to the
+segment that pays it. Only a failed probe is closed mid-flight: its undelivered batches go
+back to the plan. At settling, every pool but the chosen one is closed.
 
 Under ``torch.distributed`` (:mod:`._world`) every rank runs the same segments over the same
 steps: the tuner's state machine is fed the same figures on every rank (at a segment's end,
@@ -19,45 +21,26 @@ rank knows it.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadertune.autoloader._decision import Decision, decide
 from loadertune.autoloader._plan import IndexPlan, PlanSampler
 from loadertune.autoloader._probe import Probe, ProbeFault, tree_usage
 from loadertune.autoloader._schedule import Measure, Segment, Setting, Tuner
+from loadertune.autoloader._slowest import slowest
+from loadertune.autoloader._tail import HandOver, Tail
+from loadertune.autoloader._usage import memory_read_due, queued, read_usage, sched_now
 from loadertune.autoloader._world import World
 from loadertune.config import in_flight
-from loadertune.machine import Sched, queued_s, run_waits, usable_cpus
-from loadertune.measure import pace_setter
+from loadertune.machine import Sched, usable_cpus
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
 
-MEMORY_CHECK_EVERY = 4  # a probe's memory is first read at this step of its segment
-READ_STEPS_PER_PROCESS = 2  # then every this many steps per process read (workers + 1)
 
-
-def memory_read_due(step: int, workers: int) -> bool:
-    """Whether the probe's memory is read at ``step`` of its segment: at MEMORY_CHECK_EVERY
-    (the workers' start-up is where memory grows), then spaced by the processes a read visits.
-
-    A read costs about 0.13 ms per process (psutil, 16 workers: 2.2 ms), inside the training
-    loop: read every 4 steps it took 0.5 ms a step from 16 workers and 0.3 ms from 8, a bias
-    against more workers larger than the noise the decision allows. Spaced so, every setting
-    pays the same small share. Steps, not seconds: every rank reads (and agrees) at the same
-    step.
-    """
-    every = max(MEMORY_CHECK_EVERY, READ_STEPS_PER_PROCESS * (workers + 1))
-    return step == MEMORY_CHECK_EVERY or (
-        step > MEMORY_CHECK_EVERY and (step - MEMORY_CHECK_EVERY) % every == 0
-    )
-
-
-class Driver:
+class Driver(HandOver):
     """Runs the epochs: the plan, the tuner, the live probe and its measure."""
 
     def __init__(
@@ -86,6 +69,8 @@ class Driver:
         self.probe: Probe | None = None  # the one fetched from now
         self.pools: dict[Setting, Probe] = {}  # every probe whose workers are alive
         self.draining = False  # the segment's steps are done: its look-ahead is delivered
+        self.leaving: Tail | None = None  # a booked probe's batches in flight, delivered first
+        self._start_ahead = False  # start the live probe now: its loads overlap the tail's
         self.segment: Segment | None = None
         self.measure: Measure | None = None
         self.settled: Setting | None = None
@@ -93,7 +78,7 @@ class Driver:
         self._since_start = 0  # batches since the live iterator started
         self._cpu0 = 0.0
         self._sched0: dict[int, Sched] = {}  # run-queue figures at the segment's start
-        self._pending: tuple[float, float, float, float] | None = None  # the batch out
+        self._pending: tuple[float, float, float, float, Tail | None] | None = None  # out
 
     def begin_epoch(self, resume: bool) -> None:
         """Start an epoch (or, after a checkpoint, continue the one it was taken in)."""
@@ -114,15 +99,21 @@ class Driver:
             StopIteration: every batch of the epoch was delivered.
         """
         if self._pending is not None:
-            wait, wait_cpu, t1, c1 = self._pending
+            wait, wait_cpu, t1, c1, tail = self._pending
             self._pending = None
-            self._count(wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
+            cycle = (wait, wait_cpu, self.clock() - t1, time.process_time() - c1)
+            self._count_tail(tail, *cycle) if tail else self._count(*cycle)
         while not self.plan.done:
+            tail = self.leaving
             try:
-                probe = self._live_probe()
+                self._start_live_ahead()
+                probe = tail.probe if tail else self._live_probe()
                 t0, c0 = self.clock(), time.process_time()
                 batch = probe.next()
             except StopIteration as stop:
+                if tail is not None:
+                    self._end_tail()
+                    continue
                 if self.draining:
                     self._end_segment()
                     continue
@@ -130,10 +121,10 @@ class Driver:
                     raise RuntimeError("AutoLoader: the loader stopped mid-epoch") from stop
                 break
             except ProbeFault as fault:
-                self._fault(str(fault))
+                self._tail_fault(str(fault)) if tail else self._fault(str(fault))
                 continue
             wait, wait_cpu = self.clock() - t0, time.process_time() - c0
-            self._pending = (wait, wait_cpu, self.clock(), time.process_time())
+            self._pending = (wait, wait_cpu, self.clock(), time.process_time(), tail)
             return batch
         self.leave_epoch()
         raise StopIteration
@@ -143,6 +134,8 @@ class Driver:
         it measured (the last step, if the loop never came back for another batch, is not),
         and the pools forget what they were handed."""
         self._pending = None
+        while self.leaving is not None:  # a fed tail may hand over to a drained one
+            self._end_tail()
         if self.draining:
             self._end_segment()
         for pool in self.pools.values():
@@ -189,6 +182,10 @@ class Driver:
         if seg is None:
             self._settle()
             return
+        self._begin(seg)
+
+    def _begin(self, seg: Segment) -> None:
+        """Make ``seg`` the live segment, on its setting's pool if it has one."""
         self.segment, self.measure = seg, Measure(seg.setting, seg.round)
         self.probe = self.pools.get(seg.setting)
         self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
@@ -212,7 +209,7 @@ class Driver:
         s = seg.setting
         if self._steady(s.num_workers):
             if not m.counted:  # the run queue from here: the workers' start-up is the switch's
-                self._sched0 = run_waits([os.getpid(), *self._pids()])
+                self._sched0 = sched_now(self._pids())
             m.counted += 1
             m.counted_s += wait + step
             m.counted_wait_s += wait
@@ -226,11 +223,13 @@ class Driver:
                 return
         lookahead = in_flight(s.num_workers, s.prefetch_factor)
         if not self.draining and m.steps >= max(seg.steps - lookahead, s.num_workers + 2):
-            if lookahead and self.probe is not None:
+            if not lookahead or self.probe is None:
+                self._end_segment()
+            elif self.world.size > 1:  # the look-ahead is delivered inside the segment
                 self.probe.drain()  # its batches in flight are delivered, none wasted
                 self.draining = True
             else:
-                self._end_segment()
+                self._hand_over()
 
     def _check_ranks(self) -> None:
         """At the first tuning step: every rank runs the same schedule, or all stop saying so."""
@@ -262,21 +261,13 @@ class Driver:
         self.draining = False
 
     def _read_usage(self, m: Measure) -> None:
-        """The process tree's CPU time since the segment began, and its peak memory."""
-        cpu, rss = tree_usage(self.probe.worker_pids() if self.probe else [])
-        m.tree_cpu_s = cpu - self._cpu0
-        m.peak_rss_mb = max(m.peak_rss_mb, rss)
+        read_usage(m, self._pids(), self._cpu0)
 
     def _pids(self) -> list[int]:
         return self.probe.worker_pids() if self.probe else []
 
     def _queued(self) -> float | None:
-        """Seconds the probe's workers (without workers, this process) waited for a CPU from
-        the segment's first steady cycle to its end: read there, between two cycles, never
-        inside one; the start-up before it, when new workers all want a CPU, is the switch's
-        cost. None before a steady cycle, or where the kernel does not say."""
-        root = os.getpid()
-        return queued_s(self._sched0, run_waits([root, *self._pids()]), root)
+        return queued(self._sched0, self._pids())
 
     def _fault(self, why: str) -> None:
         """This rank's probe failed fetching a batch: close it now (its batches go back to the
@@ -313,8 +304,9 @@ class Driver:
             self.pools.pop(fallback.setting, None)
             fallback.close()
 
-    def _settle(self) -> None:
-        """Keep the chosen setting for the rest of training, close the other pools, record."""
+    def _settle(self, keep: Probe | None = None) -> None:
+        """Keep the chosen setting for the rest of training, close the other pools (``keep``,
+        a probe whose tail is still arriving, closes after it), record."""
         cpus = usable_cpus()  # the node's: the figures hold every rank's CPU time
         for setting, pool in list(self.pools.items()):  # one whose workers died idle is out
             why = self.world.agree(pool.lost_workers())
@@ -324,7 +316,8 @@ class Driver:
         decision = self.world.from_root(lambda: decide(self.tuner, cpus))
         self.decision, self.settled = decision, decision.chosen
         for setting in [s for s in self.pools if s != decision.chosen]:
-            self.pools.pop(setting).close()
+            if keep is None or setting != keep.setting:
+                self.pools.pop(setting).close()
         self.probe = self.pools.get(decision.chosen)
         if self.probe is not None:
             self.probe.unguard(self.user_timeout_s)
@@ -334,45 +327,8 @@ class Driver:
         """Stop every pool's workers; undelivered batches go back to the plan."""
         for pool in self.pools.values():
             pool.close()
-        self.pools, self.probe, self.draining = {}, None, False
+        self.pools, self.probe, self.draining, self.leaving = {}, None, False, None
 
     def resume_settled(self, setting: Setting, decision: Decision | None) -> None:
         """After a checkpoint: no tuning, the saved choice from the first batch."""
         self.settled, self.decision = setting, decision
-
-
-def slowest(measures: list[Measure]) -> Measure:
-    """One segment as every rank measured it: the slowest rank's pace (it sets the node's:
-    :func:`~loadertune.measure.pace_setter`); the longest wait for data (the slowest
-    loader's); the shortest step (the others' steps include waiting in a collective for that
-    loader); the CPU time and memory of every rank's process tree (the node's)."""
-    if len(measures) == 1:
-        return measures[0]
-    if len({(m.setting, m.steps) for m in measures}) > 1:
-        ranks = ", ".join(
-            f"rank {r}: {m.setting} for {m.steps} steps" for r, m in enumerate(measures)
-        )
-        raise RuntimeError(
-            f"AutoLoader: the ranks probed different segments ({ranks}); build every rank's "
-            "AutoLoader with the same arguments and iterate them in step"
-        )
-    pace = pace_setter(measures, lambda m: m.per_batch_s)
-    waits = max(measures, key=lambda m: m.wait_s)
-    steps = min(measures, key=lambda m: m.step_s)
-    return replace(
-        pace,
-        wait_s=waits.wait_s,
-        counted_wait_s=waits.counted_wait_s,
-        wait_cpu_s=waits.wait_cpu_s,
-        step_s=steps.step_s,
-        step_cpu_s=steps.step_cpu_s,
-        tree_cpu_s=sum(m.tree_cpu_s for m in measures),
-        peak_rss_mb=sum(m.peak_rss_mb for m in measures),
-        queued_s=_total(m.queued_s for m in measures),
-    )
-
-
-def _total(values: Iterable[float | None]) -> float | None:
-    """The sum of the figures the ranks have; None when none has one."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None

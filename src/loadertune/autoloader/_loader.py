@@ -243,9 +243,10 @@ class AutoLoader(DataLoader):  # type: ignore[type-arg]
     def _setting(self) -> Setting:
         """The setting in force: settled, or the probe's, or (before any) the fixed values."""
         d = self._driver
-        if d is not None and (d.settled or d.segment):
-            return d.settled or d.segment.setting  # type: ignore[union-attr]
-        return Setting().fixed(self.fixed)
+        if d is not None and d.settled:
+            return d.settled
+        live = d and (d.segment or (d.leaving and d.leaving.probe))  # a tail: its setting's turn
+        return live.setting if live else Setting().fixed(self.fixed)
 
     def _in_force(self) -> dict[str, Any]:
         """The ``DataLoader`` settings in force, ``pin_memory`` only where it pins."""

@@ -122,6 +122,13 @@ class Probe:
         """Hand out no more batches: the iterator ends once those in flight are delivered."""
         self.sampler.open = False
 
+    def abandon(self) -> None:
+        """End the iterator and give back every batch it was handed and did not deliver, to
+        go after a tail's (:mod:`._tail`); persistent workers stay for the next start,
+        which discards what they still load (PyTorch's resume of a persistent iterator)."""
+        self._it = None
+        self.sampler.release()
+
     def unguard(self, timeout_s: float) -> None:
         """Keep this probe as the settled loader: the user's timeout, PyTorch's SIGCHLD check."""
         self.loader.timeout = timeout_s

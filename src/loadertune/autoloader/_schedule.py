@@ -181,6 +181,7 @@ class Tuner:
     extra_steps: int = 0  # added to every segment's length when the budget allows
     next_round: int = 0
     widened: int = 0  # candidates added beyond the most workers first planned
+    to_come: int = 0  # steps of a booked segment still in flight (its tail, not saved)
 
     def next(self) -> Segment | None:
         """The next segment to run, or None when tuning is over."""
@@ -288,8 +289,8 @@ class Tuner:
 
     @property
     def spent(self) -> int:
-        """Training steps the tuning has used so far."""
-        return sum(m.steps for m in self.measures)
+        """Training steps the tuning has used so far, a booked segment's tail included."""
+        return sum(m.steps for m in self.measures) + self.to_come
 
     def _plan(self, cands: list[Setting]) -> None:
         """Keep the most telling candidates the budget gives ROUNDS rounds of segments long

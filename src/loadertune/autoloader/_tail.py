@@ -91,8 +91,6 @@ class HandOver:
 
     if TYPE_CHECKING:  # the driver's own
 
-        def _read_usage(self, m: Measure) -> None: ...
-        def _queued(self) -> float | None: ...
         def _pids(self) -> list[int]: ...
         def _begin(self, seg: Segment) -> None: ...
         def _settle(self, keep: Probe | None = None) -> None: ...
@@ -106,9 +104,7 @@ class HandOver:
         drained tail arrives."""
         m, seg, probe = self.measure, self.segment, self.probe
         assert m is not None and seg is not None and probe is not None
-        self._read_usage(m)
-        m.queued_s = self._queued()
-        tail = Tail(probe, m, self._cpu0, self._sched0)
+        tail = Tail(probe, m, self._cpu0, self._sched0)  # its CPU and memory read at its end
         self.tuner.done(seg, m)  # the tail's cycles are added to ``m`` as they arrive
         self.tuner.to_come = tail.outstanding
         self.segment = self.measure = None

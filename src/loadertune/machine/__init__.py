@@ -23,6 +23,7 @@ from loadertune._lazy import lazy_package
 __all__ = [
     "CGROUP_V1_MOUNT",
     "CGROUP_V2_MOUNTS",
+    "QUIET_SHARE",
     "SLURM_KEYS",
     "CpuBudget",
     "CpuSource",
@@ -41,6 +42,7 @@ __all__ = [
     "machine_info",
     "measure_interference",
     "memory_budget_bytes",
+    "other_share",
     "peak_memory_bytes",
     "queued_s",
     "run_waits",
@@ -66,9 +68,11 @@ if TYPE_CHECKING:
         usable_cpus,
     )
     from loadertune.machine._interference import (
+        QUIET_SHARE,
         Interference,
         InterferenceMeter,
         measure_interference,
+        other_share,
     )
     from loadertune.machine._monitor import ProcessTreeMonitor, ResourceSample, peak_memory_bytes
     from loadertune.machine._run_queue import Sched, queued_s, run_waits

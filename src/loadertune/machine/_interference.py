@@ -20,6 +20,15 @@ import psutil
 from loadertune.machine._monitor import tree_members
 from loadertune.machine._run_queue import Sched, cpu_wait_procs, run_waits
 
+QUIET_SHARE = 0.10  # other work's share of the usable CPUs under which figures are one's own
+
+
+def other_share(other_cpu_percent: float, steal_percent: float, cpus: int) -> float:
+    """Other work and steal (each in % of one core) as a share of ``cpus`` usable CPUs'
+    capacity (0..1): the one figure the verdict, the search's stop and a trial's diagnosis
+    compare with their lines for a busy machine."""
+    return (other_cpu_percent + steal_percent) / (100.0 * max(cpus, 1))
+
 
 @dataclass(frozen=True)
 class Interference:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadertune.machine import other_share
 from loadertune.measure._timing import pace_setter
 
 WAIT_LOW = 0.10  # share of the timed window spent waiting below which loading keeps up
@@ -95,7 +96,7 @@ class _Figures:
     @property
     def other_share(self) -> float:
         """Other work and steal, as a share of the usable CPUs' capacity."""
-        return (self.other_cpu_percent + self.steal_percent) / (100.0 * max(self.usable_cpus, 1))
+        return other_share(self.other_cpu_percent, self.steal_percent, self.usable_cpus)
 
 
 def diagnose(

@@ -15,8 +15,9 @@ Each counts only once the neighbours of the fastest count ``w`` were measured: `
 verdict, which measures the fastest settings again, is where a near tie between the two is
 settled) and a count above ``w`` (or ``w`` is the range's top: more workers added nothing);
 nothing waits in the queue (the doubling path, the guess, the bisection); for the CPUs,
-other work took under :data:`QUIET` of them in that trial (when it leaves, more workers may
-have more CPU to use; a wait that is hidden stays hidden); and the space searched is
+other work took under ``QUIET_SHARE`` of them in that trial (the verdict's line for a busy
+machine: when the other work leaves, more workers may have more CPU to use; a wait that is
+hidden stays hidden); and the space searched is
 ``num_workers`` and ``prefetch_factor`` only (a batch size or pinned memory can still change
 the step). The verdict then measures the fastest settings again, as always, and says in one
 line why the search stopped.
@@ -30,6 +31,7 @@ from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
 from loadertune.config import plain_key
+from loadertune.machine import QUIET_SHARE, other_share
 from loadertune.measure import TOLERANCE
 
 from .._keys import StudyAttr, TrialAttr, TrialFigures
@@ -42,7 +44,6 @@ if TYPE_CHECKING:
 
 HIDDEN_WAIT = TOLERANCE  # the step waited at most this share of its window: loading is hidden
 CPU_FULL = 0.90  # loading kept this share of the usable CPUs busy: no setting adds CPU
-QUIET = 0.10  # other work's share of the CPUs under which a trial's figures are its own
 SEARCHED = frozenset({"loader.num_workers", "loader.prefetch_factor"})
 
 
@@ -76,7 +77,7 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
             f"{TOLERANCE:.0%} tolerance; more workers or deeper prefetch cannot make the step "
             "faster by more than that"
         )
-    if _full(figures, cpus) and _other_share(figures, cpus) < QUIET:
+    if _full(figures, cpus) and _other_share(figures, cpus) < QUIET_SHARE:
         return (
             f"{name} keeps {(figures.cpu_percent_mean or 0.0) / (100.0 * cpus):.0%} of the "
             f"{cpus} usable CPUs busy while the step waits for data, and more workers were no "
@@ -121,4 +122,4 @@ def _full(f: TrialFigures, cpus: int) -> bool:
 
 
 def _other_share(f: TrialFigures, cpus: int) -> float:
-    return ((f.other_cpu_percent or 0.0) + (f.steal_percent or 0.0)) / (100.0 * max(cpus, 1))
+    return other_share(f.other_cpu_percent or 0.0, f.steal_percent or 0.0, cpus)

@@ -22,6 +22,7 @@ from typing import TypeAlias
 
 from loadertune import decision
 from loadertune.decision import Confidence, Shortfall
+from loadertune.machine import QUIET_SHARE, other_share
 from loadertune.measure import MARGIN, TOLERANCE
 from loadertune.measure import _paired_stats as paired_stats
 
@@ -31,7 +32,7 @@ from ._candidates import Candidate, Recommendation, recommend, rounds_of
 Assurance: TypeAlias = decision.Assurance[Candidate]  # the core's, naming candidates as open
 
 FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
-BUSY_MEDIUM = 0.10  # share of the usable CPUs other work took above which: medium
+BUSY_MEDIUM = QUIET_SHARE  # share of the usable CPUs other work took above which: medium
 BUSY_LOW = 0.35  # ... and low
 
 
@@ -40,7 +41,7 @@ def busy_share(windows: list[tuple[float, float]], cpus: int) -> float:
     windows given as (other CPU %, steal %) of one core."""
     if not windows:
         return 0.0
-    return statistics.median((o + s) / (100.0 * max(cpus, 1)) for o, s in windows)
+    return statistics.median(other_share(o, s, cpus) for o, s in windows)
 
 
 def verdict_windows(cands: list[Candidate]) -> list[tuple[float, float]]:

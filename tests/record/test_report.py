@@ -157,6 +157,28 @@ def test_a_setting_is_one_spelling_in_every_mlflow_param() -> None:
     ]
 
 
+def test_the_first_line_counts_the_earlier_trials_the_budget_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A continued study's repeats (answered from the cache) are not earlier trials: with
+    ``max_trials_total=5`` and four measured, "running 1 now" follows "4 earlier trials"."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    from hydra_plugins.loadertune_sweeper.record._console import SweepView
+
+    study = optuna.create_study()
+    for trial in [_trial(0, 0, 2.0), _trial(1, 2, 1.0), _trial(2, 0, 2.0, repeat_of=0)]:
+        study.add_trial(trial)
+    study.add_trial(_trial(3, 4, 1.1))
+    study.add_trial(_trial(4, 2, 1.0, repeat_of=1))
+    study.add_trial(_trial(5, 8, 1.2))
+    plan = SimpleNamespace(storage="memory", sweep_dir="sweep", noop=[], shard_cap=None)
+    SweepView(study, 1, plan, [])  # type: ignore[arg-type]
+    assert "4 earlier trials; running 1 now" in capsys.readouterr().out
+
+
 def test_repeats_answered_are_one_line_before_the_next_trial() -> None:
     """A sampler that asks again for measured settings does not get a line per ask: the
     asks since the last line are counted in one line before the next trial or note."""

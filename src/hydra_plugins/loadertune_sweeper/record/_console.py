@@ -22,6 +22,7 @@ from loadertune.loader import TUNED_FOR, use_command
 from loadertune.record import Reason, wide_console
 
 from .._keys import Recommended, Results, TrialAttr
+from ..study._storage import counts
 from ..verdict._text import (
     ORDER,
     confidence_lines,
@@ -53,7 +54,9 @@ class SweepView:
         self.budget = budget
         self.console = wide_console()
         self._asked_again: Counter[int] = Counter()  # repeats not shown yet: trial -> times
-        earlier = len([t for t in study.trials if t.state.is_finished()])
+        # The trials that count against a total (``counts``), as the budget beside it does:
+        # a repeat answered from the cache or a trial lost with its sweep measured nothing.
+        earlier = sum(t.state.is_finished() and counts(t) for t in study.get_trials(deepcopy=False))
         self.console.print(
             f"[bold]study[/] {study.study_name}  [dim]{plan.storage}[/]\n"
             f"{earlier} earlier trials; running {budget} now; sweep dir {plan.sweep_dir}",

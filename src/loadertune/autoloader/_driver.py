@@ -183,12 +183,13 @@ class Driver(HandOver):
             self._settle()
             return
         self._begin(seg)
+        self._cpu0 = tree_usage(self._pids())[0]
 
     def _begin(self, seg: Segment) -> None:
-        """Make ``seg`` the live segment, on its setting's pool if it has one."""
+        """Make ``seg`` the live segment, on its setting's pool if it has one (its CPU time is
+        counted from where the caller reads it: now, or where a tail on its pool ends)."""
         self.segment, self.measure = seg, Measure(seg.setting, seg.round)
         self.probe = self.pools.get(seg.setting)
-        self._cpu0 = tree_usage(self.probe.worker_pids() if self.probe else [])[0]
         self._sched0 = {}
 
     def _count(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
@@ -203,16 +204,11 @@ class Driver(HandOver):
         if why:  # this step's batch came from the failed probe or, where it failed, the fallback
             self._drop(why)
             return
-        m.steps += 1
-        m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
-        m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
         s = seg.setting
-        if self._steady(s.num_workers):
-            if not m.counted:  # the run queue from here: the workers' start-up is the switch's
-                self._sched0 = sched_now(self._pids())
-            m.counted += 1
-            m.counted_s += wait + step
-            m.counted_wait_s += wait
+        steady = self._steady(s.num_workers)
+        if steady and not m.counted:  # the run queue from here: the start-up is the switch's
+            self._sched0 = sched_now(self._pids())
+        m.add_cycle(wait, wait_cpu, step, step_cpu, steady)
         if memory_read_due(m.steps, s.num_workers):
             self._read_usage(m)
             over = m.peak_rss_mb > self.memory_limit_mb and s.num_workers
@@ -245,9 +241,7 @@ class Driver(HandOver):
         draining, with a batch still in flight for every worker."""
         if self._since_start <= max(workers, 1):
             return False
-        outstanding = (
-            len(self.probe.sampler.handed) - self.probe.sampler.delivered if self.probe else 0
-        )
+        outstanding = self.probe.sampler.outstanding if self.probe else 0
         return not self.draining or outstanding >= workers
 
     def _end_segment(self) -> None:

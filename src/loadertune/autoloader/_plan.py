@@ -199,6 +199,11 @@ class PlanSampler:
     def __len__(self) -> int:
         return len(self.plan.pending)
 
+    @property
+    def outstanding(self) -> int:
+        """Batches handed out and not yet delivered: in flight in the loader."""
+        return len(self.handed) - self.delivered
+
     def deliver_next(self) -> None:
         """The loader delivered its next batch: mark it in the plan."""
         self.plan.deliver(self.handed[self.delivered])

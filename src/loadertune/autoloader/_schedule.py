@@ -137,6 +137,19 @@ class Measure:
     queued_s: float | None = None
     failed: str = ""  # why the probe was dropped
 
+    def add_cycle(
+        self, wait: float, wait_cpu: float, step: float, step_cpu: float, steady: bool
+    ) -> None:
+        """Add one delivered cycle; a ``steady`` one (every worker still had a batch in
+        flight) also counts for the setting's pace."""
+        self.steps += 1
+        self.wait_s, self.step_s = self.wait_s + wait, self.step_s + step
+        self.wait_cpu_s, self.step_cpu_s = self.wait_cpu_s + wait_cpu, self.step_cpu_s + step_cpu
+        if steady:
+            self.counted += 1
+            self.counted_s += wait + step
+            self.counted_wait_s += wait
+
     @property
     def per_batch_s(self) -> float:
         """Steady time per batch: the training loop's cycle, look-ahead bursts left out."""

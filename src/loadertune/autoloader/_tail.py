@@ -42,8 +42,7 @@ class Tail:
     @property
     def outstanding(self) -> int:
         """Batches handed to the old probe and not yet delivered."""
-        sampler = self.probe.sampler
-        return len(sampler.handed) - sampler.delivered
+        return self.probe.sampler.outstanding
 
     @property
     def steady(self) -> bool:
@@ -59,20 +58,15 @@ class Tail:
 
     def book(self, wait: float, wait_cpu: float, step: float, step_cpu: float) -> None:
         """Add one delivered cycle to the old segment's figures."""
-        m = self.measure
-        m.steps += 1
-        m.wait_s, m.step_s = m.wait_s + wait, m.step_s + step
-        m.wait_cpu_s, m.step_cpu_s = m.wait_cpu_s + wait_cpu, m.step_cpu_s + step_cpu
-        if self.steady:
-            m.counted += 1
-            m.counted_s += wait + step
-            m.counted_wait_s += wait
+        self.measure.add_cycle(wait, wait_cpu, step, step_cpu, self.steady)
 
-    def finish(self) -> None:
-        """The tail arrived: the segment's CPU time, memory and run-queue wait to its end."""
+    def finish(self) -> float:
+        """The tail arrived: the segment's CPU time, memory and run-queue wait to its end;
+        the tree's CPU seconds read there (where a next segment on the same pool starts)."""
         pids = self.probe.worker_pids()
-        read_usage(self.measure, pids, self.cpu0)
+        cpu = read_usage(self.measure, pids, self.cpu0)
         self.measure.queued_s = queued(self.sched0, pids)
+        return cpu
 
 
 class HandOver:
@@ -112,8 +106,9 @@ class HandOver:
         if nxt is not None:
             self._begin(nxt)
         if nxt is None or nxt.setting == probe.setting:
-            self.probe, self.leaving = probe, tail
+            self.probe, self.leaving = probe, tail  # the next segment's CPU from its end
         else:
+            self._cpu0 = tree_usage(self._pids())[0]
             self._drain_to_live(tail)
 
     def _drain_to_live(self, tail: Tail) -> None:
@@ -158,15 +153,15 @@ class HandOver:
         tail, self.leaving = self.leaving, None
         assert tail is not None
         self.tuner.to_come = 0
-        if self.settled is None:
-            tail.finish()
+        cpu = tail.finish() if self.settled is None else None
         if tail.drained:
             if self.settled is not None and tail.probe.setting != self.settled:
                 self.pools.pop(tail.probe.setting, None)
                 tail.probe.close()
             return
-        if self.segment is not None:
-            self._cpu0 = tree_usage(self._pids())[0]  # the next segment starts here
+        if self.segment is not None:  # the next segment starts here, on the same pool
+            assert cpu is not None  # a segment runs only before settling
+            self._cpu0 = cpu
             return
         self._settle(keep=tail.probe)
         if self.probe is not tail.probe:

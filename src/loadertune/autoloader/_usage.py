@@ -33,11 +33,13 @@ def memory_read_due(step: int, workers: int) -> bool:
     )
 
 
-def read_usage(m: Measure, pids: list[int], cpu0: float) -> None:
-    """The tree's CPU time since the segment began (at ``cpu0``), and its peak memory."""
+def read_usage(m: Measure, pids: list[int], cpu0: float) -> float:
+    """The tree's CPU time since the segment began (at ``cpu0``), and its peak memory, into
+    ``m``; the tree's CPU seconds read."""
     cpu, rss = tree_usage(pids)
     m.tree_cpu_s = cpu - cpu0
     m.peak_rss_mb = max(m.peak_rss_mb, rss)
+    return cpu
 
 
 def sched_now(pids: list[int]) -> dict[int, Sched]:

@@ -19,7 +19,7 @@ import pytest
 from loadertune.checks._preflight import worker_mb
 from loadertune.guards._memory_watch import BudgetPacer, expect_workers, listen_for_workers
 from tests._cli import run_cli, start_cli
-from tests._sweeps import NAMED, finished, sweep
+from tests._sweeps import NAMED, finished, mlflow_runs, sweep
 from tests.conftest import with_tiny
 
 MB = 2**20
@@ -204,16 +204,19 @@ def test_a_two_rank_trial_of_eight_workers_each_completes_under_a_few_times_its_
 
 
 @pytest.mark.slow
-def test_a_two_rank_sweep_trial_completes_under_twice_its_pss(
-    tmp_path: Path, settled_mb: float
-) -> None:
+def test_a_two_rank_sweep_trial_completes_under_twice_its_pss(tmp_path: Path) -> None:
+    settled = tmp_path / "settled"
+    settled.mkdir()
     one = [
         *NAMED,
         *START_UP[2:4],
         "hydra.sweeper.n_trials=1",
         "hydra.sweeper.params.loader.num_workers=choice(8)",
     ]
-    budget = round(2 * settled_mb)
+    proc = sweep(settled, *one)
+    assert proc.returncode == 0, proc.stderr
+    _, (child,), _ = mlflow_runs(settled)
+    budget = round(2 * child.data.metrics["peak_memory_mb"])
     proc = sweep(tmp_path, *one, f"hydra.sweeper.memory_budget_mb={budget}")
     assert proc.returncode == 0, proc.stderr
     (trial,) = finished(tmp_path)

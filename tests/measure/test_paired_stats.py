@@ -21,6 +21,14 @@ def test_without_shared_rounds_the_repeats_extremes_and_spread_decide() -> None:
     assert paired_stats.measured_noise({0: 1.0, 1: 1.2}, {5: 1.0}) == pytest.approx(0.2 / 1.1)
 
 
+def test_one_shared_round_gives_its_own_ratio_within_the_repeats_extremes() -> None:
+    # The machine ran 20% slow in round 0, the one round the slow setting was measured in:
+    # its ratio there is 2.0, where its time over the other's median would say 1.8.
+    slow = {0: 2.4}
+    fast = {0: 1.2, 1: 1.0, 2: 1.0}
+    assert paired_stats.compare(slow, fast) == pytest.approx((2.0, 2.0, 2.4))
+
+
 def test_shown_as_fast_needs_the_intervals_top_within_the_tolerance() -> None:
     fastest = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
     tight = {0: 1.005, 1: 1.0, 2: 1.01, 3: 1.005}  # 0.5% slower, hardly scattered

@@ -68,17 +68,16 @@ def median_interval(values: Sequence[float]) -> tuple[float, float]:
 
 def compare(a: Rounds, b: Rounds) -> tuple[float, float, float]:
     """(median, low, high) of ``a``'s time over ``b``'s: from the rounds' paired ratios when
-    there are two or more (their median and range), otherwise from the medians and the
-    extremes of the repeats. The noise the two showed is :func:`measured_noise`'s."""
+    there are two or more (their median and range), otherwise the range from the extremes of
+    the repeats, around the one shared round's ratio where there is one (it cancels that
+    round's drift, which a ratio of medians over other rounds keeps), else the ratio of the
+    medians. The noise the two showed is :func:`measured_noise`'s."""
     ratios = paired(a, b)
     if len(ratios) >= 2:
         return statistics.median(ratios), min(ratios), max(ratios)
     av, bv = list(a.values()), list(b.values())
-    return (
-        statistics.median(av) / statistics.median(bv),
-        min(av) / max(bv),
-        max(av) / min(bv),
-    )
+    mid = ratios[0] if ratios else statistics.median(av) / statistics.median(bv)
+    return mid, min(min(av) / max(bv), mid), max(max(av) / min(bv), mid)
 
 
 def measured_noise(chosen: Rounds, fastest: Rounds) -> float:

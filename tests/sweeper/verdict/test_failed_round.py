@@ -46,7 +46,7 @@ def _cand(workers: int, searched_ms: float) -> _candidates.Candidate:
     return _candidates.Candidate(trial, [], rank={8: 1, 4: 2, 2: 3}[workers])
 
 
-TIMES = {2: 2.0, 4: 1.5, 8: 1.0}  # ms per sample: 8 workers is the fastest by far
+TIMES = {2: 1.4, 4: 1.2, 8: 1.0}  # ms per sample: 8 workers is the fastest, none far behind
 
 
 def _measure(fails: Fails, log: list[str]) -> Callable[[list[str], int], TrialResult | str]:
@@ -91,7 +91,7 @@ def test_the_fastest_setting_failing_one_round_is_named_and_not_recommended() ->
     assert rec.chosen is cands[1] and rec.chosen.workers == 4  # the next fastest
     assurance = assess(rec, cands, 2, 3)
     assert assurance.level != Confidence.HIGH
-    assert "8 (num_workers=8), -33.3% against the pick over the 1 round it ran" in assurance.why
+    assert "8 (num_workers=8), -16.7% against the pick over the 1 round it ran" in assurance.why
     text = _text.verdict_markdown(rec, cands, assurance)
     assert "**Recommended: num_workers=4**" in text
     assert f"Not recommended: trial 8 (top 1, num_workers=8) failed in round 1 ({TIMEOUT})." in (

@@ -10,17 +10,18 @@ from collections.abc import Callable
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
+from hydra_plugins.loadertune_sweeper.plan._baselines import Role
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
 from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
 from hydra_plugins.loadertune_sweeper.verdict._race import rotated, run_rounds
 from loadertune.decision import Confidence, out_of_race
 
 
-def _cand(workers: int) -> _candidates.Candidate:
+def _cand(workers: int, searched_ms: float = 1.0) -> _candidates.Candidate:
     trial = create_trial(
         params={"loader.num_workers": workers},
         distributions={"loader.num_workers": IntDistribution(0, 8)},
-        value=1.0,
+        value=searched_ms,
     )
     trial.number = workers
     return _candidates.Candidate(trial, [])
@@ -61,6 +62,38 @@ def test_a_setting_losing_every_round_leaves_the_race() -> None:
     assert any("trial 0" in n and "leaves the race" in n for n in notes)
     rec = _candidates.recommend(cands)
     assert rec.chosen.workers in (2, 4) and slow not in _candidates.in_race(cands)
+
+
+def test_a_setting_far_behind_in_the_search_and_its_first_round_leaves_after_it() -> None:
+    cands = [_cand(0, 2.1), _cand(2), _cand(4, 1.02)]
+    cands[0].roles.append(Role.DEFAULT)
+    log: list[tuple[int, int]] = []
+    notes: list[str] = []
+    truth = _quiet({0: 2.0, 2: 1.0, 4: 1.01})
+    run_rounds(cands, 3, _measurer(truth, log), notes.append, cpus=2)
+    slow = cands[0]
+    assert slow.left_after == 1 and [r for r, w in log if w == 0] == [0]  # one round only
+    assert slow.left_why == _candidates.LEFT_FAR
+    assert any("trial 0" in n and "in the search and in its first round" in n for n in notes)
+    rec = _candidates.recommend(cands)
+    assert rec.chosen.workers in (2, 4)
+    assessed = assess(rec, cands, 2, 3)
+    assert "trial 0" not in assessed.why  # lost: no rival of the pick
+    mid, low, high = rec.speedups[Role.DEFAULT]  # the speed-up line stands on its one round
+    assert 1.8 < mid < 2.2 and low <= mid <= high
+    assert "speed-up over default (0 workers)" in "\n".join(_text.details(rec, cands))
+
+
+def test_a_setting_far_behind_in_one_round_but_close_in_the_search_gets_its_second() -> None:
+    """One round that far off may be that round's accident; the search's trial, timed apart
+    from it, must agree before the setting leaves after one."""
+    truth = _quiet({0: 2.0, 2: 1.0, 4: 1.01})
+    for searched in (1.4, 1.05):  # within FAR_BEHIND of the fastest's search trial
+        cands = [_cand(0, searched), _cand(2), _cand(4)]
+        log: list[tuple[int, int]] = []
+        run_rounds(cands, 3, _measurer(truth, log), lambda _: None, cpus=2)
+        assert cands[0].left_after == 2 and cands[0].left_why == _candidates.LEFT_RACE
+        assert [r for r, w in log if w == 0] == [0, 1]
 
 
 def test_rounds_stop_once_the_pick_is_settled() -> None:

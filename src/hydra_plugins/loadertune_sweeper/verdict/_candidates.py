@@ -203,3 +203,36 @@ def out_of_race(cands: list[Candidate]) -> list[Candidate]:
     the pick."""
     measured = [c for c in cands if c.values]
     return [measured[i] for i in decision.out_of_race(rounds_of(measured))]
+
+
+# A setting this much slower than the fastest in its search trial and in its first round
+# leaves after that round (:func:`far_behind`).
+FAR_BEHIND = 0.5
+LEFT_FAR = (
+    f"slower than the fastest by more than {FAR_BEHIND:.0%} in the search and in its first round"
+)
+
+
+def far_behind(cands: list[Candidate]) -> list[Candidate]:
+    """The measured candidates one round has already shown far behind: more than
+    ``FAR_BEHIND`` slower than the fastest in the round they shared and in their search
+    trials too.
+
+    Two looks that far apart, a round's paired ratio and a trial timed apart from it in the
+    search, lie past any scatter the verdict's rounds have shown (round-by-round ratios
+    spread up to about 30% on a busy 2-core machine), so a second round cannot bring such a
+    setting within ``TOLERANCE``. They are the verdict's slowest measurements (a 0-worker
+    default takes several times the pick's seconds a round); the speed-up over them stands on
+    the one round and their search trial."""
+    measured = [c for c in cands if c.values]
+    if len(measured) < 2:
+        return []
+    best = measured[decision.fastest(rounds_of(measured))]
+    far = 1 + FAR_BEHIND
+    out = []
+    for c in measured:
+        ratios = paired_stats.paired(c.by_round, best.by_round)
+        searched = float(c.trial.value or 0.0) / float(best.trial.value or float("inf"))
+        if c is not best and len(ratios) == 1 and ratios[0] > far and searched > far:
+            out.append(c)
+    return out

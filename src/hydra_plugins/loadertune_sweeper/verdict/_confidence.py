@@ -34,6 +34,8 @@ Assurance: TypeAlias = decision.Assurance[Candidate]  # the core's, naming candi
 FASTER_BY = 0.05  # a pick more than this much slower than another setting is a wrong pick
 BUSY_MEDIUM = QUIET_SHARE  # share of the usable CPUs other work took above which: medium
 BUSY_LOW = 0.35  # ... and low
+# Why a setting that lost its rounds left the race (older verdicts name no reason).
+LOST = ("", _candidates.LEFT_RACE, _candidates.LEFT_FAR)
 
 
 def busy_share(windows: list[tuple[float, float]], cpus: int) -> float:
@@ -112,14 +114,10 @@ def assess(
 
 def _compared_and_lost(cands: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     """The measured candidates compared with the pick, and those that left the race by losing
-    every round (:data:`._candidates.LEFT_RACE`; older verdicts name no reason): no risk to
+    every round (:data:`LOST`; older verdicts name no reason): no risk to
     the pick, with fewer rounds. One that left because more rounds could not change the pick
     is compared: it left close to it."""
-    lost = [
-        c
-        for c in cands
-        if c.values and c.left_after is not None and c.left_why in ("", _candidates.LEFT_RACE)
-    ]
+    lost = [c for c in cands if c.values and c.left_after is not None and c.left_why in LOST]
     return [c for c in cands if c.values and c not in lost and not c.failed], lost
 
 

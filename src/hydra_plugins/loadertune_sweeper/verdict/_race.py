@@ -20,7 +20,7 @@ from ._candidates import Candidate
 from ._confidence import next_round
 
 MIN_ROUNDS = 3  # the fewest rounds whose pick can be ``high`` (decision.shortfalls)
-RACE_ROUNDS = 2  # rounds that measure every setting: the race and speed-up lines need two
+RACE_ROUNDS = 2  # rounds that measure every setting (but one far behind): the race needs two
 HOUR_S = 3600.0
 
 
@@ -67,15 +67,15 @@ def run_rounds(
     """Run rounds while one can still change the pick or lift its label; how many ran
     (None: ``measure_round``, which measures the settings given once each, said stop).
 
-    The first ``RACE_ROUNDS`` measure every setting (the race and every speed-up line need
-    two). After each round a setting that lost every round to the fastest by more than the
-    tolerance leaves the race (:func:`._candidates.out_of_race`); from then on each round
+    The first ``RACE_ROUNDS`` measure every setting still in the race (it needs two). After
+    the first, a setting far behind the fastest in it and in the search leaves
+    (:func:`._candidates.far_behind`); after each, one that lost every round to the fastest
+    by more than the tolerance (:func:`._candidates.out_of_race`). From then on each round
     measures only what it can still buy (:func:`._confidence.next_round`), the others leave
     together, and the rounds stop once nothing is worth one, or at twice ``repeats``. A
     setting a round of which failed (``Candidate.failed``) leaves the race at once. Each
     round measures its settings in :func:`rotated` order (of ``cands``' order, whichever the
-    pick); ``pricing`` times the rounds and
-    prices a rival's next one.
+    pick); ``pricing`` times the rounds and prices a rival's next one.
     """
     price = pricing or Pricing()
     alive, rounds, why = list(cands), 0, ""
@@ -103,6 +103,8 @@ def run_rounds(
             break
         for c in _candidates.out_of_race(alive):
             _leave(c, alive, rounds, _candidates.LEFT_RACE, note)
+        for c in _candidates.far_behind(alive):
+            _leave(c, alive, rounds, _candidates.LEFT_FAR, note)
     note(
         f"verdict: {why or 'as many rounds as allowed'}, after {rounds} round"
         f"{'s' * (rounds != 1)} ({price.measured} measurements, {price.spent_s:.0f} s)"

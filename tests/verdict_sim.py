@@ -68,20 +68,27 @@ class Outcome:
     extra_workers: int  # the pick's workers over the fewest of any setting truly as fast
 
 
-def verdict(rng: random.Random, regime: Regime) -> Outcome:
-    """One simulated verdict."""
+def verdict(rng: random.Random, regime: Regime, paired: int | None = None) -> Outcome:
+    """One simulated verdict. ``paired``: the round's drift and each measurement come from
+    their own seeds (this verdict's, the round's, the setting's) instead of ``rng``, so two
+    rules that measure different settings still meet the same numbers for the same ones
+    (benchmarks/verdict_paired.py)."""
     workers = sorted(rng.sample(range(9), rng.randint(2, 5)))
     gaps = [0.0, 0.0, rng.uniform(0, 0.15), rng.uniform(0, 0.6)]
     truth = {w: 1.0 + rng.choice(gaps) for w in workers}
     cands = [_candidate(w, truth[w], i) for i, w in enumerate(workers)]
 
+    def draw(*at: int) -> random.Random:
+        return rng if paired is None else random.Random("-".join(map(str, (paired, *at))))
+
     def measure(round_: int, which: list[_candidates.Candidate]) -> bool:
-        speed = rng.lognormvariate(0, regime.drift)
+        speed = draw(round_).lognormvariate(0, regime.drift)
         for c in which:
-            c.values.append(truth[c.workers] * speed * rng.lognormvariate(0, regime.noise))
+            r = draw(round_, c.workers)
+            c.values.append(truth[c.workers] * speed * r.lognormvariate(0, regime.noise))
             c.rounds.append(round_)
             c.memory_mb.append(100.0 + 50.0 * c.workers)
-            c.other_cpu_percent.append(max(0.0, rng.gauss(regime.busy, regime.busy / 3)))
+            c.other_cpu_percent.append(max(0.0, r.gauss(regime.busy, regime.busy / 3)))
             c.steal_percent.append(0.0)
         return True
 

@@ -27,7 +27,7 @@ class TrialAttr:
     BLOCK_MS: Final = "block_ms"  # time per sample of its blocks of steps, for the pruner
     WALKED: Final = "walked"  # queued by walking a small space (``plan._enumerate``)
     STEERED_FROM: Final = "steered_from"  # queued nearest a setting the sampler kept asking for
-    REFINED: Final = "refined"  # queued halfway to the fewest sufficient workers (``plan._refine``)
+    REFINED: Final = "refined"  # queued by ``plan._refine``: the bisection of counts, the depth
     PARENT_RUN: Final = "mlflow_parent_run_id"  # the sweep's MLflow parent run
     OWNER_HOST: Final = "owner_host"  # the host of the sweep that claimed it
     OWNER_PID: Final = "owner_pid"

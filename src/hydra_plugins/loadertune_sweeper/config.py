@@ -146,7 +146,7 @@ class SweepSettings:
     verdict_repeats: int = 3
     # Hours the tuned loader will train: a verdict round for a setting that may beat the pick
     # runs only while the throughput it is expected to win back, over that many hours, is worth
-    # the round's seconds. null: while it is expected to win back 0.1% of throughput.
+    # the round's seconds. null: while it is expected to win back 0.5% of throughput.
     train_hours: float | None = None
 
     # How long a search trial times: "steps" (with a verdict to follow) exactly trial.steps

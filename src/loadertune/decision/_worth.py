@@ -37,7 +37,7 @@ SETTLED = f"shown no more than {TOLERANCE:.0%} faster than the pick"
 SLOWER = f"shown slower than the fastest by more than {TOLERANCE:.0%}"
 STUCK = "too close to the pick to tell apart in the rounds allowed, at the scatter measured"
 SURE_ROUNDS = 3  # rounds a pair shares before its scatter is sure enough to call it stuck
-MIN_GAIN = 0.001  # a rival's round must be expected to win back this share of throughput
+MIN_GAIN = 0.005  # a rival's round must be expected to win back this share of throughput
 
 
 @dataclass(frozen=True)

@@ -222,4 +222,4 @@ def test_the_verdict_says_what_its_rounds_cost() -> None:
     cands[1].values, cands[1].rounds = [1.0, 1.1, 1.2], [0, 1, 2]
     line = _text.rounds_line(3, 3, cands, spent_s=42.4, train_hours=12)
     assert "5 measurements in 42 s" in line and "train_hours=12" in line
-    assert "0.1% of throughput" in _text.rounds_line(3, 3, cands, spent_s=42.4)
+    assert "0.5% of throughput" in _text.rounds_line(3, 3, cands, spent_s=42.4)

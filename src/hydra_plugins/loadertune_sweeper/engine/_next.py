@@ -3,9 +3,9 @@
 After each trial the loop asks :class:`NextTrial` what to queue: the doubling path's next
 rung (geometric steps up to the range's top), the model-based guess after the default
 trial, then the count halfway to the fewest workers as fast as the most (bisection, for a
-wide range: ``plan._refine``), the next setting of a space small enough to walk, or, when
-the sampler keeps proposing settings already answered, the unanswered setting nearest the
-one it keeps asking for. :func:`search_window` says how long
+wide range: ``plan._refine``) and the prefetch depth at that count, the next setting of a
+space small enough to walk, or, when the sampler keeps proposing settings already answered,
+the unanswered setting nearest the one it keeps asking for. :func:`search_window` says how long
 a search trial times (``hydra.sweeper.search_window``).
 """
 
@@ -116,11 +116,16 @@ class NextTrial:
 
     def _refine(self, ran: int) -> None:
         """Queue the count halfway between the fewest workers measured as fast as the most
-        and the most measured slower below them (``plan._refine``), while trials are left."""
+        and the most measured slower below them, then, at that count, the next prefetch
+        depth (``plan._refine``), while trials are left."""
         left = self._left(ran)
-        setting = _refine.next_count(self.study, self.plan) if left is None or left > 0 else None
-        if setting is not None:
-            self.study.enqueue_trial(setting, user_attrs={TrialAttr.REFINED: True})
+        if left is not None and left <= 0:
+            return
+        for step in (_refine.next_count, _refine.next_depth):
+            setting = step(self.study, self.plan)
+            if setting is not None:
+                self.study.enqueue_trial(setting, user_attrs={TrialAttr.REFINED: True})
+                return
 
     def _walk(self, ran: int) -> None:
         """Queue the next setting of a finite space that has no more unanswered settings

@@ -65,7 +65,8 @@ def role_of(trial: FrozenTrial) -> Role | None:
         return None
 
 
-def _key(space: dict[str, BaseDistribution], name: str) -> str | None:
+def key_of(space: dict[str, BaseDistribution], name: str) -> str | None:
+    """The key of ``space`` that sets config key ``name`` (``+`` or not)."""
     return next((k for k in space if plain_key(k) == name), None)
 
 
@@ -98,11 +99,11 @@ def nearest(dist: BaseDistribution, workers: int) -> int:
 
 
 def params_for(space: dict[str, BaseDistribution], workers: int) -> dict[str, Any] | None:
-    wkey = _key(space, "loader.num_workers")
+    wkey = key_of(space, "loader.num_workers")
     if wkey is None or not allowed(space[wkey], workers):
         return None
     params: dict[str, Any] = {wkey: workers}
-    pkey = _key(space, "loader.prefetch_factor")
+    pkey = key_of(space, "loader.prefetch_factor")
     if pkey is not None and workers > 0 and allowed(space[pkey], DEFAULT_PREFETCH_FACTOR):
         params[pkey] = DEFAULT_PREFETCH_FACTOR
     return params
@@ -121,7 +122,7 @@ def initial(
 
     ``usable_cpus`` are the node's; each of ``nproc_per_node`` ranks gets its share.
     """
-    wkey = _key(space, "loader.num_workers")
+    wkey = key_of(space, "loader.num_workers")
     if wkey is None:
         return []
     high = upper(space[wkey])
@@ -180,7 +181,7 @@ def next_rung(
         return None
     if finished.state != TrialState.COMPLETE or finished.value is None:
         return None
-    wkey = _key(space, "loader.num_workers")
+    wkey = key_of(space, "loader.num_workers")
     if wkey is None:
         return None
     workers = workers_of(finished.params, 0) or 0
@@ -192,6 +193,29 @@ def next_rung(
             return None
     above = [w for w in path if w > workers]
     return params_for(space, above[0]) if workers > 0 and above else None
+
+
+def doubling_stop(trials: list[FrozenTrial]) -> int | None:
+    """The workers "start at 2 and double while it helps" ends at, the doubling path's own
+    answer: its last rung that beat the rung before it by ``IMPROVES`` (the start, if none
+    did); None when no rung completed. The rungs below it are the path's way there, not
+    advice, and the verdict does not measure them again for it."""
+    at: dict[int, float] = {}
+    for t in trials:
+        if t.state != TrialState.COMPLETE or t.value is None:
+            continue
+        if role_of(t) in (Role.START_SMALL, Role.DOUBLING):
+            workers = workers_of(t.params, 0) or 0
+            at[workers] = min(at.get(workers, t.value), t.value)
+    if not at:
+        return None
+    path = sorted(at)
+    stop = path[0]
+    for workers in path[1:]:
+        if at[workers] > at[stop] * (1 - IMPROVES):
+            break
+        stop = workers
+    return stop
 
 
 def rungs(high: int) -> list[int]:

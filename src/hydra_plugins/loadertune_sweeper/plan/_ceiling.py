@@ -1,7 +1,7 @@
 """When the search may stop early: no loader setting left can beat the fastest measured.
 
-Two ceilings end a default search before its trial budget, each read from the figures the
-fastest setting's own trial recorded (``_keys.TrialFigures``):
+Three ceilings end a default search before its trial budget, the first two read from the
+figures the fastest setting's own trial recorded (``_keys.TrialFigures``):
 
 - **The loader is hidden**: the step waited for data no more than :data:`HIDDEN_WAIT` of
   its window. Removing the rest of the wait is the most any loader setting can buy, and that
@@ -9,8 +9,14 @@ fastest setting's own trial recorded (``_keys.TrialFigures``):
 - **The CPUs are full**: the trial's processes keep :data:`CPU_FULL` of the usable CPUs busy
   while the step still waits. More workers or deeper prefetch cannot add CPU; what would help is
   cheaper decoding, caching or uint8 batches (the verdict's "what limits it" line).
+- **The tail is ridden out** (a range the guess widened for I/O, :mod:`._refine`): more
+  workers were no faster, the fewest workers within ``_refine.SUFFICIENT`` of the fastest
+  are known within a quarter, and doubling the prefetch depth at that count stopped buying
+  more than that. The step may still wait on a rare stalled read, so neither figure above
+  holds, but the settings left trade the same batches in flight (workers x depth) and are
+  unlikely to beat the fastest by more than ``SUFFICIENT``; the verdict settles the near ones.
 
-Each counts only once the neighbours of the fastest count ``w`` were measured: ``w - 1``
+The first two count only once the neighbours of the fastest count ``w`` were measured: ``w - 1``
 (completed or pruned: on a shared CPU fewer workers leave more of it to the step, and the
 verdict, which measures the fastest settings again, is where a near tie between the two is
 settled) and a count above ``w`` (or ``w`` is the range's top: more workers added nothing);
@@ -35,6 +41,7 @@ from loadertune.machine import QUIET_SHARE, other_share
 from loadertune.measure import TOLERANCE
 
 from .._keys import StudyAttr, TrialAttr, TrialFigures
+from . import _refine
 
 if TYPE_CHECKING:
     import optuna
@@ -67,9 +74,11 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
         return None
     trials = study.get_trials(deepcopy=False)
     answered = {int(t.params[wkey]) for t in trials if _answered(t, wkey)}
-    if w - 1 not in answered or not (w >= dist.high or max(answered) > w):
+    if not (w >= dist.high or max(answered) > w):
         return None
     name = f"num_workers={w} (trial {best.number})"
+    if w - 1 not in answered:
+        return _ridden_out(study, plan, name, w < max(answered))
     if _hidden(figures):
         return (
             f"{name} hides the loader: the step waited for data "
@@ -83,7 +92,25 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
             f"{cpus} usable CPUs busy while the step waits for data, and more workers were no "
             "faster; more workers or deeper prefetch cannot add CPU"
         )
-    return None
+    return _ridden_out(study, plan, name, w < max(answered))
+
+
+def _ridden_out(study: optuna.Study, plan: SweepPlan, name: str, below_top: bool) -> str | None:
+    """The third ceiling's sentence (the tail is ridden out: see the module docstring), or
+    None while the depth at the fewest sufficient count is not settled. ``below_top``: more
+    workers than the fastest count were measured (else it is the range's top)."""
+    settled = _refine.depth_settled(study, plan)
+    if settled is None:
+        return None
+    edge, depth = settled
+    near = f"{_refine.SUFFICIENT:.0%}"
+    more = "more workers were no faster" if below_top else "it is the range's top"
+    return (
+        f"{name} rides out the tail: {more}, {edge} "
+        f"workers are the fewest within {near} of it, and doubling prefetch_factor there (up "
+        f"to {depth}) stopped buying more than {near}; the settings left trade the same "
+        f"batches in flight and are unlikely to beat it by more than {near}"
+    )
 
 
 def fastest_by_count(study: optuna.Study, wkey: str) -> dict[int, FrozenTrial]:

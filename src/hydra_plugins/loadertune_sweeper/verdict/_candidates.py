@@ -21,7 +21,7 @@ from loadertune.measure import TOLERANCE
 from loadertune.measure import _paired_stats as paired_stats
 
 from .._keys import TrialAttr
-from ..plan._baselines import Role, role_of
+from ..plan._baselines import Role, doubling_stop, role_of
 
 
 @dataclass
@@ -84,7 +84,8 @@ class Candidate:
 
 
 def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
-    """The ``top`` fastest distinct settings plus every baseline that completed."""
+    """The ``top`` fastest distinct settings plus every baseline that completed (of the
+    doubling path, the rung it ends at: :func:`..plan._baselines.doubling_stop`)."""
     complete = [
         t
         for t in trials
@@ -94,9 +95,12 @@ def candidates(trials: list[FrozenTrial], top: int) -> list[Candidate]:
     ]
     chosen: dict[int, Candidate] = {}
     by_number = {t.number: t for t in complete}
+    stop = doubling_stop(trials)
     for t in trials:  # a baseline answered from an earlier trial stands on that trial
         role = role_of(t) if t.state == TrialState.COMPLETE else None
         measured = by_number.get(int(t.user_attrs.get(TrialAttr.REPEAT_OF, t.number)))
+        if role == Role.DOUBLING and workers_of(t.params, 0) != stop:
+            continue
         if role is not None and measured is not None:
             roles = chosen.setdefault(measured.number, Candidate(measured, [])).roles
             if role not in roles:

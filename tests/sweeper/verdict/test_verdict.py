@@ -179,6 +179,39 @@ def test_candidates_are_the_top_and_the_baselines() -> None:
     ]
 
 
+def test_the_doubling_path_stands_in_the_verdict_at_the_rung_it_ends_at() -> None:
+    # Start at 2, then 4 (the rule of thumb too), 8, 16 (each 2% faster), 20 (no faster):
+    # the advice ends at 16, so 8 is not measured again for it, and 4 only as the rule.
+    rows = [(0, 4.6, "default"), (2, 2.3, "start_small"), (4, 1.2, "rule_of_thumb")]
+    rows += [(4, 1.2, "doubling"), (8, 0.81, "doubling"), (16, 0.70, "doubling")]
+    rows += [(20, 0.69, "doubling"), (13, 0.68, None), (10, 0.71, None)]
+    wide = {"loader.num_workers": IntDistribution(0, 20)}
+    trials = [
+        create_trial(
+            params={"loader.num_workers": w},
+            distributions=wide,
+            value=v,
+            user_attrs={"baseline": role} if role else {},
+        )  # fmt: skip
+        for w, v, role in rows
+    ]
+    for number, t in enumerate(trials):
+        t.number = number
+    trials[3].user_attrs["repeat_of"] = 2  # the rung at 4 answered from the rule of thumb
+    assert _baselines.doubling_stop(trials) == 16
+    got = {c.workers: c.labels for c in _candidates.candidates(trials, top=2)}
+    assert got == {
+        0: ["default (0 workers)"],
+        2: ["start at 2"],
+        4: ["rule of thumb (4 x CPUs, capped)"],
+        16: ["doubling path"],
+        20: ["top 2"],
+        13: ["top 1"],
+    }
+    assert _baselines.doubling_stop(trials[:3]) == 2  # the start alone: the path ends there
+    assert _baselines.doubling_stop(trials[:1]) is None
+
+
 def test_loader_yaml_round_trips() -> None:
     from omegaconf import OmegaConf
 

@@ -89,7 +89,7 @@ def _add(study: optuna.Study, row: Row) -> None:
             value=value,
             state=TrialState.COMPLETE,
             user_attrs=attrs,
-        )  # fmt: skip
+        )
     )
 
 

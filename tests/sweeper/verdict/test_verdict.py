@@ -192,7 +192,7 @@ def test_the_doubling_path_stands_in_the_verdict_at_the_rung_it_ends_at() -> Non
             distributions=wide,
             value=v,
             user_attrs={"baseline": role} if role else {},
-        )  # fmt: skip
+        )
         for w, v, role in rows
     ]
     for number, t in enumerate(trials):

@@ -167,7 +167,8 @@ class SweepSettings:
     # Stop the search before n_trials once no loader setting left can beat the fastest
     # measured: its step waited for data no more than the verdict's 2% tolerance (the loader
     # is hidden), or its trial kept 90% of the usable CPUs busy (more workers cannot add
-    # CPU), with one worker fewer and more workers measured (plan._ceiling). Only for a
+    # CPU), with one worker fewer and more workers measured; or, in a range widened for I/O,
+    # the tail is ridden out (plan._ceiling). Only for a
     # space of num_workers and prefetch_factor; never for the grid or brute-force samplers.
     # false measures on to the budget.
     stop_at_ceiling: bool = True

@@ -213,3 +213,36 @@ def test_a_repeat_answered_from_another_trial_is_not_a_measurement_of_its_own(
     # A trial at 1 worker that was only a repeat: 1 worker was not measured.
     _add(study, (1, 2, 1.7, False, 0.06, 192.0, 3.0), repeat_of=1)
     assert _ceiling.reached(study, _plan(tmp_path), 2) is None
+
+
+# The default compute-bound workload at 17:21 UTC on 2026-12-07 (load 0.6 to 1.5), where the
+# step's own threads use both CPUs: 0 workers is the fastest, and every worker kept the CPUs
+# 93% busy yet was slower (trials 0 to 3 as the study measured them).
+IN_PROCESS: list[Row] = [
+    (0, None, 1.7268, False, 0.442, 159.8, 5.4),
+    (2, 2, 2.0533, False, 0.05, 182.1, 5.6),
+    (4, 2, 1.9492, False, 0.046, 186.3, 1.6),
+    (1, 2, 1.9032, False, 0.041, 186.0, 3.7),
+]
+
+
+def test_loading_in_the_training_process_fastest_stops_once_one_worker_fills_the_cpus(
+    tmp_path: Path,
+) -> None:
+    said = _replay(tmp_path, IN_PROCESS)
+    assert [at for at, _ in said] == [3]  # not before one worker was measured
+    assert said[0][1].startswith("num_workers=0 (trial 0) is the fastest: one worker (trial 3)")
+    assert "kept 93% of the 2 usable CPUs busy" in said[0][1]
+
+
+@pytest.mark.parametrize(
+    ("one", "why"),
+    [
+        ((1, 2, 1.9032, False, 0.041, 150.0, 3.7), "one worker left a CPU idle"),
+        ((1, 2, 1.9032, False, 0.041, 186.0, 60.0), "other work took a third of the CPUs"),
+    ],
+)
+def test_no_stop_at_0_workers_while_one_worker_may_add_cpu(
+    tmp_path: Path, one: Row, why: str
+) -> None:
+    assert _replay(tmp_path, [*IN_PROCESS[:3], one]) == [], why

@@ -8,7 +8,9 @@ figures the fastest setting's own trial recorded (``_keys.TrialFigures``):
   is within the verdict's tolerance, so more workers or deeper prefetch need not be measured.
 - **The CPUs are full**: the trial's processes keep :data:`CPU_FULL` of the usable CPUs busy
   while the step still waits. More workers or deeper prefetch cannot add CPU; what would help is
-  cheaper decoding, caching or uint8 batches (the verdict's "what limits it" line).
+  cheaper decoding, caching or uint8 batches (the verdict's "what limits it" line). When
+  0 workers (loading in the training process) is the fastest, the figures are one worker's:
+  it kept the CPUs full and was slower, so a worker only takes CPU from the step.
 - **The tail is ridden out** (a range the guess widened for I/O, :mod:`._refine`): more
   workers were no faster, the fewest workers within ``_refine.SUFFICIENT`` of the fastest
   are known within a quarter, and doubling the prefetch depth at that count stopped buying
@@ -70,12 +72,14 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
         return None
     best = min(fastest.values(), key=lambda t: float(t.value or 0.0))
     w, figures = int(best.params[wkey]), TrialFigures.of(best.user_attrs)
-    if w < 1 or figures is None:
+    if figures is None:
         return None
     trials = study.get_trials(deepcopy=False)
     answered = {int(t.params[wkey]) for t in trials if _answered(t, wkey)}
     if not (w >= dist.high or max(answered) > w):
         return None
+    if w == 0:
+        return _in_process(best, fastest.get(1), cpus)
     name = f"num_workers={w} (trial {best.number})"
     if w - 1 not in answered:
         return _ridden_out(study, plan, name, w < max(answered))
@@ -93,6 +97,21 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
             "faster; more workers or deeper prefetch cannot add CPU"
         )
     return _ridden_out(study, plan, name, w < max(answered))
+
+
+def _in_process(best: FrozenTrial, one: FrozenTrial | None, cpus: int) -> str | None:
+    """The CPU ceiling when loading in the training process (``best``, 0 workers) is the
+    fastest: one worker (``one``) kept the CPUs full and was slower, so a worker only moved
+    loading off the step onto the same CPUs; None otherwise."""
+    f = TrialFigures.of(one.user_attrs) if one is not None else None
+    if one is None or f is None or not _full(f, cpus) or _other_share(f, cpus) >= QUIET_SHARE:
+        return None
+    return (
+        f"num_workers=0 (trial {best.number}) is the fastest: one worker (trial {one.number}) "
+        f"kept {(f.cpu_percent_mean or 0.0) / (100.0 * cpus):.0%} of the {cpus} usable CPUs "
+        "busy and was slower, so a worker only moves loading onto the CPUs the step uses; "
+        "more workers or deeper prefetch cannot add CPU"
+    )
 
 
 def _ridden_out(study: optuna.Study, plan: SweepPlan, name: str, below_top: bool) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
-from optuna.trial import TrialState, create_trial
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from hydra_plugins.loadertune_sweeper.plan import _ceiling
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import SweepPlan
@@ -60,19 +60,22 @@ def _plan(tmp_path: Path, space: dict[str, Any] | None = None) -> SweepPlan:
     return SweepPlan(space, {}, base, False, "", "s", tmp_path)  # type: ignore[arg-type]
 
 
+def add_repeat(study: optuna.Study, of: FrozenTrial) -> None:
+    """A trial answered from ``of``, as the sweep stores it: its value, no figures of its own."""
+    study.add_trial(
+        create_trial(
+            params=of.params,
+            distributions=of.distributions,
+            value=of.value,
+            user_attrs={"repeat_of": of.number},
+        )
+    )
+
+
 def _add(study: optuna.Study, row: Row, **extra: Any) -> None:
     """One trial as the sweep stores it: its params, value and the figures its process left."""
     if row is None:  # a repeat: the value of an earlier trial, no figures of its own
-        first = study.trials[0]
-        attrs = {"repeat_of": first.number}
-        study.add_trial(
-            create_trial(
-                params=first.params,
-                distributions=first.distributions,
-                value=first.value,
-                user_attrs=attrs,
-            )
-        )
+        add_repeat(study, study.trials[0])
         return
     workers, prefetch, value, pruned, wait, cpu, other = row
     params: dict[str, Any] = {WKEY: workers}

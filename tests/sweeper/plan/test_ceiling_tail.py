@@ -17,6 +17,7 @@ from optuna.trial import TrialState, create_trial
 from hydra_plugins.loadertune_sweeper.plan import _ceiling, _refine
 from hydra_plugins.loadertune_sweeper.plan._guess import WorkersRange
 from hydra_plugins.loadertune_sweeper.plan._sweep_plan import SweepPlan
+from tests.sweeper.plan.test_ceiling import add_repeat
 
 WKEY = "loader.num_workers"
 PKEY = "loader.prefetch_factor"
@@ -63,16 +64,7 @@ def _plan(tmp_path: Path) -> SweepPlan:
 def _add(study: optuna.Study, row: Row) -> None:
     """One trial as the sweep stores it: its params, value and the figures its process left."""
     if row is None:
-        first = study.trials[2]
-        attrs: dict[str, Any] = {"repeat_of": first.number}
-        study.add_trial(
-            create_trial(
-                params=first.params,
-                distributions=first.distributions,
-                value=first.value,
-                user_attrs=attrs,
-            )
-        )
+        add_repeat(study, study.trials[2])
         return
     workers, prefetch, value, wait, other = row
     params: dict[str, Any] = {WKEY: workers}

@@ -189,7 +189,7 @@ def next_rung(
     if role == Role.DOUBLING:
         below = [w for w in path if w < workers]
         before = _value_at(study, wkey, below[-1] if below else workers // 2)
-        if before is None or finished.value > before * (1 - IMPROVES):
+        if before is None or not helped(finished.value, before):
             return None
     above = [w for w in path if w > workers]
     return params_for(space, above[0]) if workers > 0 and above else None
@@ -212,10 +212,16 @@ def doubling_stop(trials: list[FrozenTrial]) -> int | None:
     path = sorted(at)
     stop = path[0]
     for workers in path[1:]:
-        if at[workers] > at[stop] * (1 - IMPROVES):
+        if not helped(at[workers], at[stop]):
             break
         stop = workers
     return stop
+
+
+def helped(value: float, before: float) -> bool:
+    """Whether a rung's time per sample ``value`` beat the rung before it (``before``) by
+    ``IMPROVES``: the doubling path goes on, and ends at the last rung that did."""
+    return value <= before * (1 - IMPROVES)
 
 
 def rungs(high: int) -> list[int]:

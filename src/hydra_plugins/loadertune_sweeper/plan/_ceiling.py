@@ -81,16 +81,14 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
     if w == 0:
         return _in_process(best, fastest.get(1), cpus)
     name = f"num_workers={w} (trial {best.number})"
-    if w - 1 not in answered:
-        return _ridden_out(study, plan, name, w < max(answered))
-    if _hidden(figures):
+    if w - 1 in answered and _hidden(figures):
         return (
             f"{name} hides the loader: the step waited for data "
             f"{(figures.data_wait_fraction or 0.0):.1%} of its window, within the "
             f"{TOLERANCE:.0%} tolerance; more workers or deeper prefetch cannot make the step "
             "faster by more than that"
         )
-    if _full(figures, cpus) and _other_share(figures, cpus) < QUIET_SHARE:
+    if w - 1 in answered and _full(figures, cpus) and _other_share(figures, cpus) < QUIET_SHARE:
         return (
             f"{name} keeps {(figures.cpu_percent_mean or 0.0) / (100.0 * cpus):.0%} of the "
             f"{cpus} usable CPUs busy while the step waits for data, and more workers were no "

@@ -24,6 +24,8 @@ ceilings counts (:mod:`._ceiling`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from optuna.distributions import CategoricalDistribution, IntDistribution
@@ -35,6 +37,7 @@ from . import _baselines, _enumerate, _guess
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from ._sweep_plan import SweepPlan
 
@@ -45,15 +48,22 @@ GAP = 0.25  # bisect while the sufficient count and the one below differ by more
 MIN_GAP = 2  # ... and by more than this many workers: a small range is sampled or walked
 
 
+def fewest_sufficient(times: dict[int, float]) -> int | None:
+    """The fewest count measured within :data:`SUFFICIENT` of the fastest (``times``: the
+    best time per sample at each count, inf for one not completed); None if none completed."""
+    finite = [t for t in times.values() if math.isfinite(t)]
+    if not finite:
+        return None
+    return min(w for w, t in times.items() if t <= min(finite) * (1 + SUFFICIENT))
+
+
 def midpoint(times: dict[int, float], low: int = 0, step: int = 1) -> int | None:
     """The count to measure next, from the best time per sample measured at each count (inf
     for a count measured but not completed), on the grid ``low + k x step``; None when the
     smallest sufficient count is known closely enough."""
-    finite = [t for t in times.values() if math.isfinite(t)]
-    if not finite:
+    enough = fewest_sufficient(times)
+    if enough is None:
         return None
-    best = min(finite)
-    enough = min(w for w, t in times.items() if t <= best * (1 + SUFFICIENT))
     below = [w for w in times if w < enough]
     if not below:
         return None
@@ -68,13 +78,27 @@ def counts_measured(study: optuna.Study, wkey: str) -> dict[int, float]:
     """The best time per sample at each number of workers a trial answered: inf for a count
     pruned, refused or crashed (not sufficient, and not asked again), whatever its other
     settings."""
+    return _best_at(study, wkey, lambda t: True)
+
+
+def depths_measured(study: optuna.Study, wkey: str, pkey: str, workers: int) -> dict[int, float]:
+    """The best time per sample at each prefetch depth a trial answered at ``workers`` (inf
+    for one pruned, refused or crashed)."""
+    return _best_at(study, pkey, lambda t: t.params.get(wkey) == workers)
+
+
+def _best_at(
+    study: optuna.Study, key: str, where: Callable[[FrozenTrial], bool]
+) -> dict[int, float]:
+    """The best time per sample at each value of ``key`` of the trials ``where`` keeps that
+    answered: inf for a value pruned, refused or crashed."""
     times: dict[int, float] = {}
     for t in study.get_trials(deepcopy=False):
-        if wkey not in t.params or not _enumerate.answered(t):
+        if key not in t.params or not _enumerate.answered(t) or not where(t):
             continue
         value = t.value if t.state == TrialState.COMPLETE and t.value is not None else math.inf
-        workers = int(t.params[wkey])
-        times[workers] = min(times.get(workers, math.inf), value)
+        at = int(t.params[key])
+        times[at] = min(times.get(at, math.inf), value)
     return times
 
 
@@ -94,27 +118,14 @@ def next_count(study: optuna.Study, plan: SweepPlan) -> dict[str, Any] | None:
     return _baselines.params_for(plan.space, mid)
 
 
-def edge(times: dict[int, float]) -> int | None:
+def edge(times: dict[int, float], low: int = 0, step: int = 1) -> int | None:
     """The fewest sufficient count, once the bisection has closed in on it (a count below it
-    measured and :func:`midpoint` done); None before, or when no count below was measured."""
-    finite = [t for t in times.values() if math.isfinite(t)]
-    if not finite or midpoint(times) is not None:
+    measured and :func:`midpoint` done, on the same grid); None before, or when no count
+    below was measured."""
+    enough = fewest_sufficient(times)
+    if enough is None or midpoint(times, low, step) is not None:
         return None
-    enough = min(w for w, t in times.items() if t <= min(finite) * (1 + SUFFICIENT))
     return enough if any(w < enough for w in times) else None
-
-
-def depths_measured(study: optuna.Study, wkey: str, pkey: str, workers: int) -> dict[int, float]:
-    """The best time per sample at each prefetch depth a trial answered at ``workers`` (inf
-    for one pruned, refused or crashed)."""
-    times: dict[int, float] = {}
-    for t in study.get_trials(deepcopy=False):
-        if t.params.get(wkey) != workers or pkey not in t.params or not _enumerate.answered(t):
-            continue
-        value = t.value if t.state == TrialState.COMPLETE and t.value is not None else math.inf
-        depth = int(t.params[pkey])
-        times[depth] = min(times.get(depth, math.inf), value)
-    return times
 
 
 def deeper(depths: dict[int, float], choices: list[int]) -> int | None:
@@ -131,47 +142,56 @@ def deeper(depths: dict[int, float], choices: list[int]) -> int | None:
     return None
 
 
-def _depth_keys(study: optuna.Study, plan: SweepPlan) -> tuple[str, str, list[int]] | None:
-    """The workers key, the prefetch key and its choices, where the depth is stepped: an int
-    ``num_workers`` range the guess widened for I/O, and a choice of prefetch depths."""
+@dataclass(frozen=True)
+class _Edge:
+    """Where the depth is stepped, and what was measured there."""
+
+    wkey: str
+    pkey: str
+    workers: int  # the fewest sufficient count
+    depths: dict[int, float]  # its best time at each depth measured (depths_measured)
+    choices: list[int]  # the space's prefetch depths
+
+    @property
+    def next(self) -> int | None:
+        return deeper(self.depths, self.choices)
+
+
+def _at_edge(study: optuna.Study, plan: SweepPlan) -> _Edge | None:
+    """The fewest sufficient count and its depths measured, in an int ``num_workers`` range
+    the guess widened for I/O with a choice of prefetch depths, once the bisection is done;
+    None otherwise."""
     wkey = plan.workers_key()
     pkey = _baselines.key_of(plan.space, "loader.prefetch_factor")
-    if wkey is None or pkey is None or not isinstance(plan.space[wkey], IntDistribution):
+    if wkey is None or pkey is None:
         return None
-    ranged, depth = _guess.study_range(study), plan.space[pkey]
-    if ranged is None or not ranged.widened or not isinstance(depth, CategoricalDistribution):
+    dist, depth, ranged = plan.space[wkey], plan.space[pkey], _guess.study_range(study)
+    if not isinstance(dist, IntDistribution) or not isinstance(depth, CategoricalDistribution):
         return None
-    return wkey, pkey, [int(c) for c in depth.choices if isinstance(c, int)]
+    if ranged is None or not ranged.widened:
+        return None
+    workers = edge(counts_measured(study, wkey), dist.low, dist.step)
+    if not workers:
+        return None
+    choices = [int(c) for c in depth.choices if isinstance(c, int)]
+    return _Edge(wkey, pkey, workers, depths_measured(study, wkey, pkey, workers), choices)
 
 
 def next_depth(study: optuna.Study, plan: SweepPlan) -> dict[str, Any] | None:
     """The params of the next prefetch depth to measure at the fewest sufficient count, or
     None: not a range widened for I/O, a trial waits in the queue, the count is not known
     yet, or the depth is settled (:func:`deeper`)."""
-    keys = _depth_keys(study, plan)
-    if keys is None or study.get_trials(
-        deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)
-    ):
+    if study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
         return None
-    wkey, pkey, choices = keys
-    workers = edge(counts_measured(study, wkey))
-    if not workers:
-        return None
-    depth = deeper(depths_measured(study, wkey, pkey, workers), choices)
-    return None if depth is None else {wkey: workers, pkey: depth}
+    at = _at_edge(study, plan)
+    depth = at.next if at is not None else None
+    return None if at is None or depth is None else {at.wkey: at.workers, at.pkey: depth}
 
 
 def depth_settled(study: optuna.Study, plan: SweepPlan) -> tuple[int, int] | None:
     """(the fewest sufficient count, the deepest depth measured there) once the depth is
     settled there (:func:`deeper` has nothing left to step); None otherwise."""
-    keys = _depth_keys(study, plan)
-    if keys is None:
+    at = _at_edge(study, plan)
+    if at is None or not at.depths or at.next is not None:
         return None
-    wkey, pkey, choices = keys
-    workers = edge(counts_measured(study, wkey))
-    if not workers:
-        return None
-    depths = depths_measured(study, wkey, pkey, workers)
-    if deeper(depths, choices) is not None or not depths:
-        return None
-    return workers, max(depths)
+    return at.workers, max(at.depths)

@@ -166,3 +166,10 @@ def test_the_fewest_sufficient_count_once_bisected(
     times: dict[int, float], expected: int | None
 ) -> None:
     assert _refine.edge(times) == expected
+
+
+def test_the_edge_keeps_to_the_ranges_step() -> None:
+    # On a grid of 16 nothing lies between 16 and 32, so the bisection is done at 32.
+    times = {0: 9.0, 16: 0.61, 32: 0.40}
+    assert _refine.edge(times) is None  # on a grid of 1 the bisection still measures 24
+    assert _refine.edge(times, low=0, step=16) == 32

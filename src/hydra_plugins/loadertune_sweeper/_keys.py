@@ -43,6 +43,7 @@ class StudyAttr:
     WORKERS_RANGE: Final = "workers_range"  # the num_workers range the guess set
     FINGERPRINT: Final = "machine_fingerprint"  # the machine class the study measures
     SEARCH_STOPPED: Final = "search_stopped"  # why the search stopped early (``plan._ceiling``)
+    ENOUGH_WORKERS: Final = "enough_workers"  # the workers that ceiling found enough, if any
 
 
 class Tag:

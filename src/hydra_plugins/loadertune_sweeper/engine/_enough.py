@@ -1,9 +1,10 @@
 """When a search has nothing left worth measuring, short of its trial budget.
 
 The space is covered, the sampler keeps proposing settings already answered, or no loader
-setting left can beat the fastest measured (:mod:`..plan._ceiling`: the loader is hidden, or
-loading fills the CPUs). The last is kept with the study, so the verdict can say in one line
-why the search stopped; ``hydra.sweeper.stop_at_ceiling=false`` measures on to the budget.
+setting left can beat the fastest measured (:mod:`..plan._ceiling`: the loader is hidden,
+loading fills the CPUs, or the tail is ridden out). The last is kept with the study, so the
+verdict can say in one line why the search stopped, and hold its pick to the workers the
+ceiling found enough; ``hydra.sweeper.stop_at_ceiling=false`` measures on to the budget.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def nothing_left(
         )
     if custom or not s.stop_at_ceiling or is_exhaustive(study.sampler):
         return None
-    why = _ceiling.reached(study, plan, usable_cpus())
-    if why is None:
+    stop = _ceiling.ceiling(study, plan, usable_cpus())
+    if stop is None:
         return None
-    study.set_user_attr(StudyAttr.SEARCH_STOPPED, why)
-    return f"stopping the search: {why}"
+    study.set_user_attr(StudyAttr.ENOUGH_WORKERS, stop.enough)
+    study.set_user_attr(StudyAttr.SEARCH_STOPPED, stop.why)
+    return f"stopping the search: {stop.why}"
 
 
 def forget_stop(study: optuna.Study) -> None:

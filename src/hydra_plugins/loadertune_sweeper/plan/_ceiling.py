@@ -33,6 +33,7 @@ line why the search stopped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from optuna.distributions import IntDistribution
@@ -56,9 +57,26 @@ CPU_FULL = 0.90  # loading kept this share of the usable CPUs busy: no setting a
 SEARCHED = frozenset({"loader.num_workers", "loader.prefetch_factor"})
 
 
+@dataclass(frozen=True)
+class Stop:
+    """A ceiling reached: why (a sentence), and the workers it found enough (the loader hidden
+    or the CPUs full at that count: more workers cannot buy speed; None for the tail's
+    ceiling, where more workers were only no faster by the verdict's tolerance)."""
+
+    why: str
+    enough: int | None = None
+
+
 def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
     """Why the search can stop now (a sentence), or None while a loader setting not yet
     measured may still be faster than the fastest measured (see the module docstring)."""
+    stop = ceiling(study, plan, cpus)
+    return stop.why if stop else None
+
+
+def ceiling(study: optuna.Study, plan: SweepPlan, cpus: int) -> Stop | None:
+    """The ceiling the search has reached (:func:`reached`), with the workers it found
+    enough, or None."""
     wkey = plan.workers_key()
     dist = plan.space.get(wkey) if wkey else None
     if wkey is None or not isinstance(dist, IntDistribution):
@@ -79,22 +97,26 @@ def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
     if not (w >= dist.high or max(answered) > w):
         return None
     if w == 0:
-        return _in_process(best, fastest.get(1), cpus)
+        why = _in_process(best, fastest.get(1), cpus)
+        return Stop(why, 0) if why else None
     name = f"num_workers={w} (trial {best.number})"
     if w - 1 in answered and _hidden(figures):
-        return (
+        return Stop(
             f"{name} hides the loader: the step waited for data "
             f"{(figures.data_wait_fraction or 0.0):.1%} of its window, within the "
             f"{TOLERANCE:.0%} tolerance; more workers or deeper prefetch cannot make the step "
-            "faster by more than that"
+            "faster by more than that",
+            w,
         )
     if w - 1 in answered and _full(figures, cpus) and _other_share(figures, cpus) < QUIET_SHARE:
-        return (
+        return Stop(
             f"{name} keeps {(figures.cpu_percent_mean or 0.0) / (100.0 * cpus):.0%} of the "
             f"{cpus} usable CPUs busy while the step waits for data, and more workers were no "
-            "faster; more workers or deeper prefetch cannot add CPU"
+            "faster; more workers or deeper prefetch cannot add CPU",
+            w,
         )
-    return _ridden_out(study, plan, name, w < max(answered))
+    why = _ridden_out(study, plan, name, w < max(answered))
+    return Stop(why) if why else None
 
 
 def _in_process(best: FrozenTrial, one: FrozenTrial | None, cpus: int) -> str | None:
@@ -147,6 +169,13 @@ def stopped_why(study: optuna.Study) -> str | None:
     """The sentence a search that stopped at a ceiling left with its study, if any."""
     why = study.user_attrs.get(StudyAttr.SEARCH_STOPPED)
     return str(why) if why else None
+
+
+def enough_workers(study: optuna.Study) -> int | None:
+    """The workers the ceiling a search stopped at found enough (:class:`Stop`), if any: the
+    verdict holds its pick to them unless its rounds show more workers faster."""
+    enough = study.user_attrs.get(StudyAttr.ENOUGH_WORKERS)
+    return int(enough) if stopped_why(study) and isinstance(enough, int) else None
 
 
 def _answered(t: FrozenTrial, wkey: str) -> bool:

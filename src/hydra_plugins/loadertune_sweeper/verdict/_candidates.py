@@ -126,6 +126,9 @@ class Recommendation:
     noise: float = 0.0  # the noise measured, with no floor (see :func:`measured_noise`)
     # Cheaper than the pick, not shown as fast: what each might cost (decision.Unshown).
     unshown: list[tuple[Candidate, decision.Unshown]] = field(default_factory=list)
+    # The workers the search's ceiling found enough, when the pick is held to them
+    # (:func:`within_ceiling`): the fastest measured has more and was not shown faster.
+    ceiling: int | None = None
 
     @property
     def is_fastest(self) -> bool:
@@ -170,23 +173,59 @@ def in_race(cands: list[Candidate]) -> list[Candidate]:
     return [c for c in cands if c.values and c.left_after is None]
 
 
-def recommend(cands: list[Candidate]) -> Recommendation:
+def recommend(cands: list[Candidate], enough: int | None = None) -> Recommendation:
     """Cheapest (fewest workers, then less memory by ``decision.MEMORY_MARGIN``, else the
     faster) shown as fast as the fastest (:func:`loadertune.decision.recommend`) among those
     in the race, with the speed-up of each advice over it (over the rounds they share, for a
-    setting that left the race too)."""
+    setting that left the race too). ``enough``: the workers at which the search stopped at
+    a ceiling (``plan._ceiling.enough_workers``); a pick with more is held to them where
+    :func:`within_ceiling` finds one."""
     measured = in_race(cands)
     workers, memory = costs_of(measured)
     choice = decision.recommend(rounds_of(measured), workers, memory, everyones_noise(cands))
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
+    may_cost, ceiling = choice.may_cost, None
+    if enough is not None and chosen.workers > enough:
+        held = within_ceiling(cands, fastest, enough)
+        if held is not None:
+            noise = everyones_noise(cands)
+            chosen, ceiling = held, enough
+            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, *noise), 0)
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:
             mid, low, high = compare(c, chosen)
             speedups[role] = (mid, low, high)
-    unshown = [(measured[i], u) for i, u in choice.unshown.items()]
+    unshown = [
+        (measured[i], u) for i, u in choice.unshown.items() if measured[i].workers < chosen.workers
+    ]
     noise = measured_noise(chosen, fastest)
-    return Recommendation(chosen, fastest, choice.may_cost, speedups, noise, unshown)
+    return Recommendation(chosen, fastest, may_cost, speedups, noise, unshown, ceiling)
+
+
+def within_ceiling(cands: list[Candidate], best: Candidate, enough: int) -> Candidate | None:
+    """The fastest setting of at most ``enough`` workers the rounds cannot tell from ``best``
+    (the fastest measured, with more): its round-by-round time within ``TOLERANCE`` of
+    ``best``'s at the median, over two shared rounds at least, and not shown slower
+    (:func:`loadertune.measure._paired_stats.shown_slower`, at everyone's noise); None if none.
+
+    The search stopped at a ceiling at ``enough`` workers: the loader was hidden there, or it
+    kept the CPUs full and more workers were no faster. More workers cannot then buy speed,
+    only memory and CPU taken from the step, so where the rounds cannot show the extra
+    workers faster, the settings within the ceiling's count are the pick. On a busy 2-core
+    machine a CPU-bound loader's rounds scatter by 10-40%, and the fastest median among
+    settings it cannot tell apart is a coin's throw (docs/method.md)."""
+    noise = everyones_noise(cands)
+    near = []
+    for c in cands:
+        if not c.values or c.failed or c.workers > enough:
+            continue
+        ratios = paired_stats.paired(c.by_round, best.by_round)
+        if len(ratios) < 2 or statistics.median(ratios) > 1 + TOLERANCE:
+            continue
+        if not paired_stats.shown_slower(c.by_round, best.by_round, *noise):
+            near.append((statistics.median(ratios), c.workers, c))
+    return min(near, key=lambda r: r[:2])[2] if near else None
 
 
 def measured_noise(chosen: Candidate, fastest: Candidate) -> float:

@@ -20,7 +20,7 @@ from loadertune.record import write_text_atomically
 
 from .._keys import TrialAttr, TrialFigures
 from ..plan._baselines import Role
-from ..plan._ceiling import stopped_why
+from ..plan._ceiling import enough_workers, stopped_why
 from ..plan._guess import study_guess, study_range
 from ..study import _storage
 from . import _candidates, _text
@@ -156,7 +156,7 @@ class VerdictRun:
         """Recommend, say how sure, write verdict.md, verdict.png, best_loader.yaml and
         ``loader=best``."""
 
-        rec = _candidates.recommend(cands)
+        rec = _candidates.recommend(cands, enough_workers(self.study))
         assurance = assess(rec, cands, usable_cpus(), repeats, search_busy(self.study))
         guess = study_guess(self.study)
         text = _text.verdict_markdown(

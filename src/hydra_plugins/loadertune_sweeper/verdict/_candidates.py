@@ -188,9 +188,9 @@ def recommend(cands: list[Candidate], enough: int | None = None) -> Recommendati
     if enough is not None and chosen.workers > enough:
         held = within_ceiling(cands, fastest, enough)
         if held is not None:
-            noise = everyones_noise(cands)
+            sd, df = everyones_noise(cands)
             chosen, ceiling = held, enough
-            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, *noise), 0)
+            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, sd, df), 0)
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:

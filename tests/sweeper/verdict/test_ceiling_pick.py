@@ -8,16 +8,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+from mlflow import MlflowClient
 from optuna.distributions import IntDistribution
 from optuna.trial import create_trial
 
 from hydra_plugins.loadertune_sweeper.config import SweepSettings
 from hydra_plugins.loadertune_sweeper.engine._enough import forget_stop, nothing_left
 from hydra_plugins.loadertune_sweeper.plan import _ceiling
+from hydra_plugins.loadertune_sweeper.record._verdict_record import log_verdict
 from hydra_plugins.loadertune_sweeper.verdict import _candidates, _text
 from hydra_plugins.loadertune_sweeper.verdict._confidence import assess
+from hydra_plugins.loadertune_sweeper.verdict._rounds import Verdict
 from loadertune.decision import STUCK, Confidence
 from tests.sweeper.plan.test_ceiling import HIDDEN, _add, _plan
+from tests.sweeper.verdict.test_failed_round import _Runs
 
 
 def _cand(number: int, workers: int, by_round: list[float | None]) -> _candidates.Candidate:
@@ -101,3 +105,24 @@ def test_the_ceiling_keeps_the_count_it_found_enough_with_the_study(tmp_path: Pa
     assert _ceiling.enough_workers(study) == 2
     forget_stop(study)  # the study's next invocation searches on: no ceiling holds the pick
     assert _ceiling.enough_workers(study) is None
+
+
+def test_mlflow_keeps_the_count_the_pick_was_held_to(tmp_path: Path) -> None:
+    cands = _recorded()
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("ceiling", artifact_location=tmp_path.as_uri())
+    for name in ("verdict.md", "best_loader.yaml", "verdict.png"):
+        (tmp_path / name).write_text("-")
+    metrics = []
+    for enough in (2, None):
+        rec = _candidates.recommend(cands, enough)
+        assurance = assess(rec, cands, 2, 3)
+        parent = client.create_run(experiment).info.run_id
+        children = {c.trial.number: client.create_run(experiment).info.run_id for c in cands}
+        verdict = Verdict(rec, cands, assurance, "-", tmp_path / "best.yaml", {}, 3)
+        log_verdict(_Runs(client, parent, children), verdict, tmp_path)
+        data = client.get_run(parent).data
+        metrics.append(
+            (data.tags["verdict.num_workers"], data.metrics.get("verdict_ceiling_workers"))
+        )
+    assert metrics == [("2", 2.0), ("4", None)]

@@ -70,7 +70,8 @@ def log_verdict(
 
     Parent: ``recommended.*`` (above), ``verdict_tolerance`` (the slowdown accepted for a
     cheaper pick), ``verdict_may_cost`` (how much slower than the fastest the pick may be),
-    ``verdict_noise`` (the noise measured), ``verdict_rounds`` (the rounds it needed), the
+    ``verdict_noise`` (the noise measured), ``verdict_rounds`` (the rounds it needed),
+    ``verdict_ceiling_workers`` (where the pick was held to a ceiling's count), the
     tags ``verdict.*`` (confidence, why, what limits it), the model-based guess against its
     measurement (``guess_num_workers``, ``guess_time_per_sample_ms``,
     ``guess_measured_time_per_sample_ms``), verdict.md, best_loader.yaml and verdict.png.
@@ -90,6 +91,8 @@ def log_verdict(
     }
     if c.samples_per_s:
         figures["recommended_samples_per_s"] = _median(c.samples_per_s)
+    if rec.ceiling is not None:  # the pick held to the workers the search's ceiling found enough
+        figures["verdict_ceiling_workers"] = float(rec.ceiling)
     if guess:
         figures["guess_num_workers"] = float(guess.workers)
         figures["guess_time_per_sample_ms"] = guess.time_per_sample_ms

@@ -62,6 +62,13 @@ def test_a_hidden_loader_stops_the_search_and_every_place_says_why(tmp_path: Pat
     workers, number = int(found[1]), int(found[2])
     named = study.trials[number]
     assert named.params["loader.num_workers"] == workers
+    # The count is kept for the verdict, which holds its pick to it unless its rounds show
+    # more workers faster (verdict._candidates.within_ceiling).
+    assert _ceiling.enough_workers(study) == workers
+    pick = re.search(r"\*\*Recommended: num_workers=(\d+)\*\*", verdict)
+    assert pick, verdict
+    held = f"the fastest setting of at most {workers} workers" in verdict
+    assert not held or int(pick[1]) <= workers
     assert named.user_attrs["data_wait_fraction"] <= _ceiling.HIDDEN_WAIT
     counts = {
         t.params["loader.num_workers"]

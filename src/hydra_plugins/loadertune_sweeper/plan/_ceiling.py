@@ -59,12 +59,12 @@ SEARCHED = frozenset({"loader.num_workers", "loader.prefetch_factor"})
 
 @dataclass(frozen=True)
 class Stop:
-    """A ceiling reached: why (a sentence), and the workers it found enough (the loader hidden
-    or the CPUs full at that count: more workers cannot buy speed; None for the tail's
-    ceiling, where more workers were only no faster by the verdict's tolerance)."""
+    """A ceiling reached: why (a sentence), and the workers it found enough: the fastest
+    count, past which more workers were no faster (or it is the range's top) and cannot buy
+    speed: the loader is hidden there, the CPUs are full, or the tail is ridden out."""
 
     why: str
-    enough: int | None = None
+    enough: int
 
 
 def reached(study: optuna.Study, plan: SweepPlan, cpus: int) -> str | None:
@@ -116,7 +116,7 @@ def ceiling(study: optuna.Study, plan: SweepPlan, cpus: int) -> Stop | None:
             w,
         )
     why = _ridden_out(study, plan, name, w < max(answered))
-    return Stop(why) if why else None
+    return Stop(why, w) if why else None
 
 
 def _in_process(best: FrozenTrial, one: FrozenTrial | None, cpus: int) -> str | None:

@@ -88,10 +88,8 @@ def log_verdict(
         "verdict_may_cost": rec.may_cost,
         "verdict_noise": rec.noise,
         "verdict_rounds": float(verdict.rounds),
-    }
-    if c.samples_per_s:
-        figures["recommended_samples_per_s"] = _median(c.samples_per_s)
-    if rec.ceiling is not None:  # the pick held to the workers the search's ceiling found enough
+    } | ({"recommended_samples_per_s": _median(c.samples_per_s)} if c.samples_per_s else {})
+    if rec.ceiling is not None:  # held to the workers the search's ceiling found enough
         figures["verdict_ceiling_workers"] = float(rec.ceiling)
     if guess:
         figures["guess_num_workers"] = float(guess.workers)

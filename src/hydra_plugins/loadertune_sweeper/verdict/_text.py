@@ -138,12 +138,14 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
     ratio = compare(chosen, fastest)[0]
     if rec.ceiling is not None:
         return head + (
-            f"the fastest setting of at most {rec.ceiling} workers, the count at which the "
-            f"search stopped at a ceiling (below). The fastest measured, num_workers="
-            f"{fastest.workers} (trial {fastest.trial.number}, {fastest.median:.4f} {unit}), "
-            f"was not shown faster: round by round this one's time is {ratio - 1:+.1%} against "
+            f"the fastest setting of at most {rec.ceiling} workers, the count past which the "
+            "search found more workers no faster and stopped (below). The fastest measured, "
+            f"num_workers={fastest.workers} (trial {fastest.trial.number}, "
+            f"{fastest.median:.4f} {unit}), was not shown faster: round by round this one's "
+            f"time is {ratio - 1:+.1%} against "
             f"the fastest's at the median, at most {rec.may_cost:+.1%} at the top of a 95% "
-            "interval; past the ceiling more workers buy no speed, only memory and CPU."
+            "interval; more workers than the search found enough cost memory and CPU for no "
+            "speed shown."
         )
     return head + (
         f"the cheapest setting shown as fast as the fastest (trial {fastest.trial.number}, "

@@ -182,15 +182,15 @@ def recommend(cands: list[Candidate], enough: int | None = None) -> Recommendati
     :func:`within_ceiling` finds one."""
     measured = in_race(cands)
     workers, memory = costs_of(measured)
-    choice = decision.recommend(rounds_of(measured), workers, memory, everyones_noise(cands))
+    sd, df = everyones_noise(cands)
+    choice = decision.recommend(rounds_of(measured), workers, memory, (sd, df))
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     may_cost, ceiling = choice.may_cost, None
     if enough is not None and chosen.workers > enough:
-        held = within_ceiling(cands, fastest, enough)
+        held = within_ceiling(cands, fastest, enough, (sd, df))
         if held is not None:
-            sd, df = everyones_noise(cands)
             chosen, ceiling = held, enough
-            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, sd, df), 0)
+            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, sd, df), 0.0)
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:
@@ -203,19 +203,22 @@ def recommend(cands: list[Candidate], enough: int | None = None) -> Recommendati
     return Recommendation(chosen, fastest, may_cost, speedups, noise, unshown, ceiling)
 
 
-def within_ceiling(cands: list[Candidate], best: Candidate, enough: int) -> Candidate | None:
+def within_ceiling(
+    cands: list[Candidate], best: Candidate, enough: int, noise: tuple[float, int]
+) -> Candidate | None:
     """The fastest setting of at most ``enough`` workers the rounds cannot tell from ``best``
     (the fastest measured, with more): its round-by-round time within ``TOLERANCE`` of
     ``best``'s at the median, over two shared rounds at least, and not shown slower
-    (:func:`loadertune.measure._paired_stats.shown_slower`, at everyone's noise); None if none.
+    (:func:`loadertune.measure._paired_stats.shown_slower`, at ``noise``: everyone's); None
+    if none.
 
-    The search stopped at a ceiling at ``enough`` workers: the loader was hidden there, or it
-    kept the CPUs full and more workers were no faster. More workers cannot then buy speed,
-    only memory and CPU taken from the step, so where the rounds cannot show the extra
-    workers faster, the settings within the ceiling's count are the pick. On a busy 2-core
+    The search stopped at a ceiling at ``enough`` workers: the loader was hidden there, the
+    CPUs were full, or the tail was ridden out, and more workers were no faster. More
+    workers cannot then buy speed, only memory and CPU taken from the step, so where the
+    rounds cannot show the extra workers faster, the settings within the ceiling's count are
+    the pick. On a busy 2-core
     machine a CPU-bound loader's rounds scatter by 10-40%, and the fastest median among
     settings it cannot tell apart is a coin's throw (docs/method.md)."""
-    noise = everyones_noise(cands)
     near = []
     for c in cands:
         if not c.values or c.failed or c.workers > enough:

@@ -113,8 +113,10 @@ def test_a_recorded_heavy_tail_study_steps_the_depth_once_then_stops(
     assert why is not None and why.startswith(f"{fastest} rides out the tail")
     assert f"{fewest} workers are the fewest within 5% of it" in why
     assert "up to 4" in why and "more workers were no faster" in why
-    stop = _ceiling.ceiling(after, plan, 2)  # the fastest count, kept for the verdict's pick
-    assert stop is not None and fastest.startswith(f"num_workers={stop.enough} ")
+    # The fewest sufficient count is what the verdict's pick is held to (in B, 10 below the
+    # fastest 13): the workers past it bought under 5% and cost memory and CPU.
+    stop = _ceiling.ceiling(after, plan, 2)
+    assert stop is not None and stop.enough == fewest
 
 
 def test_a_range_the_guess_did_not_widen_never_steps_the_depth(tmp_path: Path) -> None:

@@ -59,9 +59,11 @@ SEARCHED = frozenset({"loader.num_workers", "loader.prefetch_factor"})
 
 @dataclass(frozen=True)
 class Stop:
-    """A ceiling reached: why (a sentence), and the workers it found enough: the fastest
-    count, past which more workers were no faster (or it is the range's top) and cannot buy
-    speed: the loader is hidden there, the CPUs are full, or the tail is ridden out."""
+    """A ceiling reached: why (a sentence), and the workers it found enough. For the hidden
+    loader and the full CPUs, the fastest count, past which more workers were no faster (or
+    it is the range's top) and cannot buy speed. For the ridden-out tail, the fewest count
+    within ``_refine.SUFFICIENT`` of the fastest, its depth settled: the workers past it
+    trade the same batches in flight for memory and CPU, and bought under that margin."""
 
     why: str
     enough: int
@@ -115,8 +117,7 @@ def ceiling(study: optuna.Study, plan: SweepPlan, cpus: int) -> Stop | None:
             "faster; more workers or deeper prefetch cannot add CPU",
             w,
         )
-    why = _ridden_out(study, plan, name, w < max(answered))
-    return Stop(why, w) if why else None
+    return _ridden_out(study, plan, name, w < max(answered))
 
 
 def _in_process(best: FrozenTrial, one: FrozenTrial | None, cpus: int) -> str | None:
@@ -134,22 +135,23 @@ def _in_process(best: FrozenTrial, one: FrozenTrial | None, cpus: int) -> str | 
     )
 
 
-def _ridden_out(study: optuna.Study, plan: SweepPlan, name: str, below_top: bool) -> str | None:
-    """The third ceiling's sentence (the tail is ridden out: see the module docstring), or
-    None while the depth at the fewest sufficient count is not settled. ``below_top``: more
-    workers than the fastest count were measured (else it is the range's top)."""
+def _ridden_out(study: optuna.Study, plan: SweepPlan, name: str, below_top: bool) -> Stop | None:
+    """The third ceiling (the tail is ridden out: see the module docstring), enough at the
+    fewest sufficient count, or None while the depth there is not settled. ``below_top``:
+    more workers than the fastest count were measured (else it is the range's top)."""
     settled = _refine.depth_settled(study, plan)
     if settled is None:
         return None
     edge, depth = settled
     near = f"{_refine.SUFFICIENT:.0%}"
     more = "more workers were no faster" if below_top else "it is the range's top"
-    return (
+    why = (
         f"{name} rides out the tail: {more}, {edge} "
         f"workers are the fewest within {near} of it, and doubling prefetch_factor there (up "
         f"to {depth}) stopped buying more than {near}; the settings left trade the same "
         f"batches in flight and are unlikely to beat it by more than {near}"
     )
+    return Stop(why, edge)
 
 
 def fastest_by_count(study: optuna.Study, wkey: str) -> dict[int, FrozenTrial]:

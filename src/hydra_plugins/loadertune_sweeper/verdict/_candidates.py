@@ -212,13 +212,14 @@ def within_ceiling(
     (:func:`loadertune.measure._paired_stats.shown_slower`, at ``noise``: everyone's); None
     if none.
 
-    The search stopped at a ceiling at ``enough`` workers: the loader was hidden there, the
-    CPUs were full, or the tail was ridden out, and more workers were no faster. More
-    workers cannot then buy speed, only memory and CPU taken from the step, so where the
-    rounds cannot show the extra workers faster, the settings within the ceiling's count are
-    the pick. On a busy 2-core
-    machine a CPU-bound loader's rounds scatter by 10-40%, and the fastest median among
-    settings it cannot tell apart is a coin's throw (docs/method.md)."""
+    The search stopped at a ceiling that found ``enough`` workers enough: the loader was
+    hidden there, or the CPUs were full, and more workers were no faster; or the tail was
+    ridden out, and more workers bought under the search's 5%. More workers then buy little
+    or no speed, only memory and CPU taken from the step, so where the rounds cannot show
+    the extra workers faster, the settings within the ceiling's count are the pick. On a
+    busy 2-core machine a CPU-bound loader's rounds scatter by 10-40%, a stalled store's by
+    up to 15%, and the fastest median among settings it cannot tell apart is a coin's throw
+    (docs/method.md)."""
     near = []
     for c in cands:
         if not c.values or c.failed or c.workers > enough:

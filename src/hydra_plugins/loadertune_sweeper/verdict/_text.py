@@ -138,8 +138,8 @@ def headline(rec: Recommendation, unit: str = "ms") -> str:
     ratio = compare(chosen, fastest)[0]
     if rec.ceiling is not None:
         return head + (
-            f"the fastest setting of at most {rec.ceiling} workers, the count past which the "
-            "search found more workers no faster and stopped (below). The fastest measured, "
+            f"the fastest setting of at most {rec.ceiling} workers, the count the search "
+            "found enough when it stopped (below). The fastest measured, "
             f"num_workers={fastest.workers} (trial {fastest.trial.number}, "
             f"{fastest.median:.4f} {unit}), was not shown faster: round by round this one's "
             f"time is {ratio - 1:+.1%} against "

@@ -182,15 +182,17 @@ def recommend(cands: list[Candidate], enough: int | None = None) -> Recommendati
     :func:`within_ceiling` finds one."""
     measured = in_race(cands)
     workers, memory = costs_of(measured)
-    sd, df = everyones_noise(cands)
-    choice = decision.recommend(rounds_of(measured), workers, memory, (sd, df))
+    everyone = everyones_noise(cands)
+    choice = decision.recommend(rounds_of(measured), workers, memory, everyone)
     chosen, fastest = measured[choice.chosen], measured[choice.fastest]
     may_cost, ceiling = choice.may_cost, None
     if enough is not None and chosen.workers > enough:
-        held = within_ceiling(cands, fastest, enough, (sd, df))
+        held = within_ceiling(cands, fastest, enough, everyone)
         if held is not None:
             chosen, ceiling = held, enough
-            may_cost = max(paired_stats.may_be_faster(held.by_round, fastest.by_round, sd, df), 0.0)
+            may_cost = max(
+                paired_stats.may_be_faster(held.by_round, fastest.by_round, *everyone), 0.0
+            )
     speedups = {}
     for c in (c for c in cands if c.values):
         for role in c.roles:
